@@ -1,0 +1,54 @@
+# The README's commands. Everything installs itself: Debian packages, a Python virtual environment
+# and the control-plane binaries, the last two cached outside the checkout and keyed by version.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV := $(shell tools/ensure-venv.sh)
+BIN := $(VENV)/bin
+COLLECTIONS := $(CURDIR)/.build/collections
+SANITY_ROOT := $(CURDIR)/.build/sanity/ansible_collections/accelerators/gpu
+export PATH := $(BIN):$(PATH)
+export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
+export PYTHONPATH := $(COLLECTIONS):$(CURDIR)/tools
+
+.PHONY: help deps collection test lint sanity build pytest demo down clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+deps: ## install system packages and build (or reuse) the control-plane binaries
+	@bash tools/install-system-deps.sh
+	@bash tools/localcluster/build-binaries.sh >/dev/null
+
+collection: ## make the checkout importable as accelerators.gpu
+	@mkdir -p $(COLLECTIONS)/ansible_collections/accelerators
+	@ln -sfn $(CURDIR) $(COLLECTIONS)/ansible_collections/accelerators/gpu
+
+test: deps collection build lint sanity pytest ## every gate CI runs: build, ansible-lint, ansible-test sanity, pytest
+
+build: collection ## ansible-galaxy collection build
+	@mkdir -p .build/dist
+	ansible-galaxy collection build --force --output-path .build/dist .
+
+lint: collection ## ansible-lint, production profile
+	ansible-lint --profile production
+
+sanity: collection ## ansible-test sanity from an ansible_collections/accelerators/gpu copy of the tracked files
+	@rm -rf $(SANITY_ROOT) && mkdir -p $(SANITY_ROOT)
+	@git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t $(SANITY_ROOT)
+	cd $(SANITY_ROOT) && ansible-test sanity --venv --python 3.11 --color no
+
+pytest: deps collection ## unit tests and integration tests against a local control plane
+	python -m pytest tests
+
+demo: deps collection ## start the simulated OpenShift cluster with a mixed fleet and print its nodes
+	@python -m localcluster down >/dev/null 2>&1 || true
+	python -m localcluster up --flavour openshift --fleet tools/localcluster/fleets/demo.yml
+	@python -m localcluster nodes
+	@echo; echo "The cluster keeps running: export KUBECONFIG=$(CURDIR)/.cluster/kubeconfig; stop it with: make down"
+
+down: ## stop the demo cluster and everything it started
+	python -m localcluster down
+
+clean: down ## stop the demo cluster and remove build output
+	rm -rf .build .cluster

@@ -1,0 +1,109 @@
+"""Fixtures for tests against the local control plane.
+
+One cluster is started per test session (flavour `openshift`, which is vanilla Kubernetes plus the
+OpenShift APIs as CRDs); a test gets its own namespace and its own fleet of simulated nodes, named
+with a per-test prefix. KUBECONFIG is used instead when it points at a cluster this project started
+(its marker ConfigMap is checked, so a real cluster is never touched).
+"""
+
+import hashlib
+import os
+import time
+
+import kubernetes
+import pytest
+from kubernetes.client.rest import ApiException
+
+from localcluster import api, controlplane, fleet
+
+
+class Cluster:
+    def __init__(self, kubeconfig, flavour):
+        self.kubeconfig = str(kubeconfig)
+        self.flavour = flavour
+        self.client = api.client_from_kubeconfig(kubeconfig)
+        self.core = kubernetes.client.CoreV1Api(self.client)
+        self.apps = kubernetes.client.AppsV1Api(self.client)
+        self.batch = kubernetes.client.BatchV1Api(self.client)
+        self.custom = kubernetes.client.CustomObjectsApi(self.client)
+
+    @property
+    def env(self):
+        """Environment for a process (ansible-playbook) that must reach this cluster."""
+        return dict(os.environ, KUBECONFIG=self.kubeconfig, K8S_AUTH_KUBECONFIG=self.kubeconfig)
+
+
+def wait_for(predicate, timeout=30, interval=0.2, message="condition"):
+    """Polls predicate until it returns something truthy; fails naming what was awaited and the last value."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError("timed out after %ss waiting for %s (last: %r)" % (timeout, message, last))
+
+
+def start_cluster(tmp_path_factory, flavour):
+    plane = controlplane.ControlPlane(tmp_path_factory.mktemp("cluster-" + flavour))
+    info = plane.up(flavour)
+    print("\n%s cluster up in %.1fs" % (flavour, info["startup_seconds"]))
+    return plane
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory):
+    given = os.environ.get("KUBECONFIG")
+    if given and os.path.exists(given):
+        flavour = api.local_flavour(api.client_from_kubeconfig(given), controlplane.MARKER)
+        if flavour:
+            yield Cluster(given, flavour)
+            return
+    plane = start_cluster(tmp_path_factory, "openshift")
+    try:
+        yield Cluster(plane.kubeconfig, "openshift")
+    finally:
+        plane.down()
+
+
+def _test_id(request):
+    return hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:6]
+
+
+@pytest.fixture
+def namespace(cluster, request):
+    name = "t-%s" % _test_id(request)
+    cluster.core.create_namespace({"metadata": {"name": name}})
+    wait_for(lambda: _has_default_service_account(cluster, name), message="service account default in " + name)
+    yield name
+    try:
+        cluster.core.delete_namespace(name)
+    except ApiException as error:
+        if error.status != 404:
+            raise
+
+
+def _has_default_service_account(cluster, namespace):
+    try:
+        return cluster.core.read_namespaced_service_account("default", namespace)
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+
+
+@pytest.fixture
+def make_fleet(cluster, request):
+    """Creates the nodes of a fleet spec (dict), named with this test's prefix, and removes them after."""
+    created = []
+
+    def make(spec):
+        made = fleet.Fleet(cluster.client, spec, prefix="%s-" % _test_id(request)).apply()
+        created.append(made)
+        return made.wait_ready()
+
+    yield make
+    for made in created:
+        made.delete()
+

@@ -1,0 +1,81 @@
+"""The fleet model: node objects carry what NFD would label for their hardware and OS."""
+
+import json
+
+import pytest
+
+from localcluster import fleet
+
+NFD = "feature.node.kubernetes.io/"
+
+
+def one(group, **fleet_spec):
+    return fleet.expand_groups(dict(fleet_spec, nodes=[group]))[0]
+
+
+@pytest.mark.parametrize("version, ocp, rhel, os_id", [
+    ("416.94.202405081406-0", "4.16", "9.4", "rhcos"),
+    ("49.84.202110081407-0", "4.9", "8.4", "rhcos"),
+    ("410.84.202203290245-0", "4.10", "8.4", "rhcos"),
+    ("9.6.20260303-1", None, "9.6", "rhel"),
+    ("10.1.20260126-0", None, "10.1", "rhel"),
+])
+def test_rhcos_streams_and_os_release(version, ocp, rhel, os_id):
+    assert fleet.rhcos_streams(version) == (ocp, rhel)
+    node = one({"name": "n", "os": {"rhcos": version, "openshift": "4.21"}, "gpu": {"count": 1}})
+    labels = node["labels"]
+    assert labels[NFD + "system-os_release.OSTREE_VERSION"] == version
+    assert labels[NFD + "system-os_release.ID"] == os_id
+    assert node["status"]["nodeInfo"]["osImage"] == "Red Hat Enterprise Linux CoreOS %s (Plow)" % version
+    if os_id == "rhcos":
+        assert labels[NFD + "system-os_release.VERSION_ID"] == ocp
+        assert labels[NFD + "system-os_release.RHEL_VERSION"] == rhel
+    else:
+        assert labels[NFD + "system-os_release.VERSION_ID"] == rhel
+        assert labels[NFD + "system-os_release.OPENSHIFT_VERSION"] == "4.21"
+
+
+def test_rhcos_version_must_be_a_build_string():
+    with pytest.raises(fleet.FleetError, match="4.16"):
+        fleet.rhcos_streams("4.16")
+
+
+def test_pci_label_styles():
+    vendor = one({"name": "v", "os": {"ubuntu": "22.04"}, "gpu": {"count": 1}})["labels"]
+    klass = one({"name": "c", "os": {"ubuntu": "22.04"}, "gpu": {"count": 1}, "nfd_style": "class-vendor"})["labels"]
+    cpu = one({"name": "x", "os": {"ubuntu": "22.04"}})["labels"]
+    assert vendor[NFD + "pci-10de.present"] == "true" and NFD + "pci-0302_10de.present" not in vendor
+    assert klass[NFD + "pci-0302_10de.present"] == "true" and NFD + "pci-10de.present" not in klass
+    assert not [k for k in cpu if "10de" in k]
+
+
+def test_rt_kernel_is_sanitised_like_nfd():
+    node = one({"name": "rt", "os": {"rhcos": "416.94.202405081406-0"}, "kernel": "5.14.0-427.33.1.el9_4.x86_64+rt"})
+    assert node["labels"][NFD + "kernel-version.full"] == "5.14.0-427.33.1.el9_4.x86_64_rt"
+    assert node["status"]["nodeInfo"]["kernelVersion"] == "5.14.0-427.33.1.el9_4.x86_64+rt"
+    assert (node["labels"][NFD + "kernel-version.major"], node["labels"][NFD + "kernel-version.minor"]) == ("5", "14")
+
+
+def test_stale_label_fault_keeps_os_image_true():
+    node = one({"name": "s", "os": {"rhcos": "9.6.20260303-1"}, "faults": {"stale_nfd_label": "418.94.202509100653-0"}})
+    assert node["labels"][NFD + "system-os_release.OSTREE_VERSION"] == "418.94.202509100653-0"
+    assert "9.6.20260303-1" in node["status"]["nodeInfo"]["osImage"]
+
+
+def test_worker_mode_leaves_nodes_unlabelled_until_nfd_runs():
+    node = one({"name": "w", "os": {"ubuntu": "22.04"}, "gpu": {"count": 2}}, nfd="worker")
+    assert not [k for k in node["labels"] if k.startswith(NFD)]
+    hardware = json.loads(node["annotations"][fleet.HARDWARE_ANNOTATION])
+    assert hardware["nfd_labels"][NFD + "pci-10de.present"] == "true"
+
+
+def test_counted_groups_and_prefix():
+    nodes = fleet.expand_groups({"nodes": [{"name": "g", "count": 3, "os": {"ubuntu": "22.04"}}]}, prefix="t1-")
+    assert [n["name"] for n in nodes] == ["t1-g-0", "t1-g-1", "t1-g-2"]
+    assert len({n["status"]["addresses"][0]["address"] for n in nodes}) == 3
+    assert all(n["status"]["addresses"][0]["address"].startswith("127.") for n in nodes)
+
+
+def test_unknown_fault_is_named():
+    with pytest.raises(fleet.FleetError, match="unknown faults melts"):
+        fleet.expand_groups({"nodes": [{"name": "g", "os": {"ubuntu": "22.04"}, "faults": {"melts": True}}]})

@@ -1,0 +1,1 @@
+"""The project's local Kubernetes control plane with simulated GPU nodes (tests and demo only)."""

@@ -1,0 +1,57 @@
+"""Command line of the local cluster: up, down, fleet, nodes."""
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+from . import api, controlplane, fleet, report
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="localcluster", description=__doc__)
+    parser.add_argument("--state", default=str(controlplane.DEFAULT_STATE),
+                        help="directory of the cluster's state (default: %(default)s)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="start a cluster on 127.0.0.1 and write its kubeconfig")
+    up.add_argument("--flavour", choices=controlplane.FLAVOURS, default="openshift")
+    up.add_argument("--fleet", help="fleet file to create once the cluster is up")
+    up.add_argument("--heartbeat-seconds", type=int, default=30)
+    sub.add_parser("down", help="stop the cluster and every process it started")
+    apply = sub.add_parser("fleet", help="create the nodes of a fleet file")
+    apply.add_argument("file")
+    sub.add_parser("nodes", help="print the nodes with their GPU, OS and runtime facts")
+    args = parser.parse_args(argv)
+
+    plane = controlplane.ControlPlane(args.state)
+    try:
+        if args.command == "up":
+            info = plane.up(args.flavour, heartbeat_seconds=args.heartbeat_seconds)
+            print("cluster %s up in %.1fs; KUBECONFIG=%s" % (info["flavour"], info["startup_seconds"], plane.kubeconfig))
+            if args.fleet:
+                apply_fleet(plane, args.fleet)
+        elif args.command == "down":
+            stopped = plane.down()
+            if stopped:
+                print("stopped: %s" % ", ".join(stopped))
+        elif args.command == "fleet":
+            apply_fleet(plane, args.file)
+        elif args.command == "nodes":
+            client = api.client_from_kubeconfig(plane.kubeconfig)
+            print(report.node_table(client))
+    except (controlplane.ClusterError, fleet.FleetError) as error:
+        print("localcluster: %s" % error, file=sys.stderr)
+        return 1
+    return 0
+
+
+def apply_fleet(plane, path):
+    spec = yaml.safe_load(Path(path).read_text())
+    client = api.client_from_kubeconfig(plane.kubeconfig)
+    created = fleet.Fleet(client, spec).apply().wait_ready()
+    print("fleet %s: %d nodes" % (spec.get("name", path), len(created.nodes)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

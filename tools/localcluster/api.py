@@ -1,0 +1,104 @@
+"""Small helpers over the kubernetes Python client for the local cluster's tooling."""
+
+import time
+
+import kubernetes
+from kubernetes.client.rest import ApiException
+
+# The OpenShift and ecosystem APIs the collection talks to: (group, version, kind, plural, scope, has status).
+# Schemas are permissive, but group, version, kind, scope and the status subresource match the real APIs.
+OPENSHIFT_APIS = (
+    ("image.openshift.io", "v1", "ImageStream", "imagestreams", "Namespaced", True),
+    ("config.openshift.io", "v1", "ClusterVersion", "clusterversions", "Cluster", True),
+    ("config.openshift.io", "v1", "Proxy", "proxies", "Cluster", True),
+    ("config.openshift.io", "v1", "ImageDigestMirrorSet", "imagedigestmirrorsets", "Cluster", True),
+    ("config.openshift.io", "v1", "ImageTagMirrorSet", "imagetagmirrorsets", "Cluster", True),
+    ("operator.openshift.io", "v1alpha1", "ImageContentSourcePolicy", "imagecontentsourcepolicies", "Cluster", False),
+    ("machineconfiguration.openshift.io", "v1", "MachineConfigPool", "machineconfigpools", "Cluster", True),
+    ("machineconfiguration.openshift.io", "v1", "MachineConfig", "machineconfigs", "Cluster", False),
+    ("security.openshift.io", "v1", "SecurityContextConstraints", "securitycontextconstraints", "Cluster", False),
+    ("operators.coreos.com", "v1alpha1", "Subscription", "subscriptions", "Namespaced", True),
+    ("operators.coreos.com", "v1", "OperatorGroup", "operatorgroups", "Namespaced", True),
+    ("operators.coreos.com", "v1alpha1", "ClusterServiceVersion", "clusterserviceversions", "Namespaced", True),
+    ("nfd.openshift.io", "v1", "NodeFeatureDiscovery", "nodefeaturediscoveries", "Namespaced", True),
+    ("monitoring.coreos.com", "v1", "ServiceMonitor", "servicemonitors", "Namespaced", True),
+)
+
+
+def client_from_kubeconfig(path):
+    return kubernetes.config.new_client_from_config(config_file=str(path))
+
+
+def crd(group, version, kind, plural, scope, has_status):
+    open_schema = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    served = {"name": version, "served": True, "storage": True, "schema": {"openAPIV3Schema": open_schema}}
+    if has_status:
+        served["subresources"] = {"status": {}}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "%s.%s" % (plural, group)},
+        "spec": {"group": group, "scope": scope, "versions": [served],
+                 "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": kind + "List"}},
+    }
+
+
+def install_crds(client, flavour, timeout=60):
+    if flavour != "openshift":
+        return
+    ext = kubernetes.client.ApiextensionsV1Api(client)
+    names = []
+    for spec in OPENSHIFT_APIS:
+        body = crd(*spec)
+        names.append(body["metadata"]["name"])
+        try:
+            ext.create_custom_resource_definition(body)
+        except ApiException as error:
+            if error.status != 409:
+                raise
+    deadline = time.monotonic() + timeout
+    pending = set(names)
+    while pending and time.monotonic() < deadline:
+        for name in list(pending):
+            conditions = ext.read_custom_resource_definition(name).status.conditions or []
+            if any(c.type == "Established" and c.status == "True" for c in conditions):
+                pending.discard(name)
+        if pending:
+            time.sleep(0.2)
+    if pending:
+        raise RuntimeError("CRDs not established after %ds: %s" % (timeout, ", ".join(sorted(pending))))
+
+
+def mark_local(client, marker, flavour):
+    namespace, name = marker
+    body = {"metadata": {"name": name}, "data": {"flavour": flavour}}
+    try:
+        kubernetes.client.CoreV1Api(client).create_namespaced_config_map(namespace, body)
+    except ApiException as error:
+        if error.status != 409:
+            raise
+
+
+def local_flavour(client, marker):
+    """The flavour of a cluster this project started, or None for any other cluster."""
+    namespace, name = marker
+    try:
+        return kubernetes.client.CoreV1Api(client).read_namespaced_config_map(name, namespace).data["flavour"]
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+
+
+def wait_default_service_account(client, timeout=60):
+    """kube-controller-manager is serving once it has created the default service account."""
+    core = kubernetes.client.CoreV1Api(client)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            core.read_namespaced_service_account("default", "default")
+            return
+        except ApiException as error:
+            if error.status != 404:
+                raise
+        time.sleep(0.3)
+    raise RuntimeError("kube-controller-manager created no default service account in %ds" % timeout)

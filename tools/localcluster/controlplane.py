@@ -1,0 +1,291 @@
+"""Starts and stops a real Kubernetes control plane on 127.0.0.1 with kwok playing the nodes.
+
+etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and the simulator run as
+detached processes; their pids, ports and credentials live in a state directory so that another
+process (the CLI's `down`, a later pytest session) can find and stop them.
+"""
+
+import base64
+import datetime
+import ipaddress
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import NameOID
+
+from . import api, stages
+
+REPO = Path(__file__).resolve().parents[2]
+TOOLS = REPO / "tools"
+DEFAULT_STATE = Path(os.environ.get("ACCEL_GPU_STATE", REPO / ".cluster"))
+FLAVOURS = ("openshift", "kubernetes")
+# Marks a cluster as one of ours, so tests never create fake nodes on a real cluster by accident.
+MARKER = ("kube-system", "accelerators-gpu-localcluster")
+
+
+class ClusterError(RuntimeError):
+    pass
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _key():
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+def _pem_key(key):
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+                             serialization.NoEncryption())
+
+
+def _cert(subject_cn, key, issuer_cn, issuer_key, ca=False):
+    now = datetime.datetime.now(datetime.timezone.utc)
+    builder = (x509.CertificateBuilder()
+               .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject_cn)]))
+               .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer_cn)]))
+               .public_key(key.public_key())
+               .serial_number(x509.random_serial_number())
+               .not_valid_before(now - datetime.timedelta(minutes=5))
+               .not_valid_after(now + datetime.timedelta(days=30))
+               .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+    if not ca:
+        builder = builder.add_extension(x509.SubjectAlternativeName([
+            x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+    return builder.sign(issuer_key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM)
+
+
+def write_pki(pki):
+    """A CA, the apiserver's serving certificate and the service-account signing key pair."""
+    pki.mkdir(parents=True, exist_ok=True)
+    ca_key = _key()
+    (pki / "ca.crt").write_bytes(_cert("accelerators-gpu-local-ca", ca_key, "accelerators-gpu-local-ca", ca_key, ca=True))
+    (pki / "ca.key").write_bytes(_pem_key(ca_key))
+    server_key = _key()
+    (pki / "apiserver.crt").write_bytes(_cert("kube-apiserver", server_key, "accelerators-gpu-local-ca", ca_key))
+    (pki / "apiserver.key").write_bytes(_pem_key(server_key))
+    sa_key = _key()
+    (pki / "sa.key").write_bytes(_pem_key(sa_key))
+    (pki / "sa.pub").write_bytes(sa_key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+
+
+def kubeconfig(server, ca_file, token, user="admin"):
+    return {
+        "apiVersion": "v1", "kind": "Config", "current-context": "local",
+        "clusters": [{"name": "local", "cluster": {
+            "server": server,
+            "certificate-authority-data": base64.b64encode(Path(ca_file).read_bytes()).decode()}}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": "local", "context": {"cluster": "local", "user": user}}],
+    }
+
+
+class ControlPlane:
+    """One local cluster, described by the files in its state directory."""
+
+    def __init__(self, state_dir=DEFAULT_STATE):
+        self.state = Path(state_dir)
+        self.kubeconfig = self.state / "kubeconfig"
+        self.info_file = self.state / "cluster.json"
+
+    # -- state ---------------------------------------------------------------------------------
+    def info(self):
+        if not self.info_file.exists():
+            return None
+        return json.loads(self.info_file.read_text())
+
+    def _save(self, info):
+        self.info_file.write_text(json.dumps(info, indent=2))
+
+    def running(self):
+        info = self.info()
+        return bool(info) and all(_alive(pid) for pid in info["pids"].values())
+
+    # -- start ---------------------------------------------------------------------------------
+    def up(self, flavour="openshift", bin_dir=None, etcd_binary=None, heartbeat_seconds=30):
+        if flavour not in FLAVOURS:
+            raise ClusterError("unknown flavour %r: choose one of %s" % (flavour, ", ".join(FLAVOURS)))
+        if self.running():
+            raise ClusterError("a cluster is already running from %s: stop it first (down)" % self.state)
+        self.down(quiet=True)
+        started = time.monotonic()
+        bin_dir = Path(bin_dir or build_binaries())
+        etcd_binary = etcd_binary or shutil.which("etcd")
+        if not etcd_binary:
+            raise ClusterError("etcd not found: install Debian's etcd-server (make deps does)")
+        shutil.rmtree(self.state, ignore_errors=True)
+        (self.state / "logs").mkdir(parents=True)
+        pki = self.state / "pki"
+        write_pki(pki)
+        token = secrets.token_hex(16)
+        (pki / "tokens.csv").write_text('%s,admin,admin-uid,"system:masters"\n' % token)
+
+        ports = {name: free_port() for name in ("etcd", "etcd_peer", "apiserver")}
+        server = "https://127.0.0.1:%d" % ports["apiserver"]
+        self.kubeconfig.write_text(yaml.safe_dump(kubeconfig(server, pki / "ca.crt", token)))
+        info = {"flavour": flavour, "server": server, "ports": ports, "pids": {},
+                "kubeconfig": str(self.kubeconfig), "bin_dir": str(bin_dir)}
+        self._save(info)
+
+        # etcd's data is disposable: keep it in memory where possible, fsyncs dominate start-up otherwise.
+        shm = Path("/dev/shm")
+        etcd_data = Path(shm if shm.is_dir() else self.state) / ("accelerators-gpu-etcd-%d" % ports["etcd"])
+        info["etcd_data"] = str(etcd_data)
+        etcd_url = "http://127.0.0.1:%d" % ports["etcd"]
+        peer_url = "http://127.0.0.1:%d" % ports["etcd_peer"]
+        self._spawn(info, "etcd", [
+            etcd_binary, "--name=local", "--data-dir=%s" % etcd_data,
+            "--listen-client-urls=" + etcd_url, "--advertise-client-urls=" + etcd_url,
+            "--listen-peer-urls=" + peer_url, "--initial-advertise-peer-urls=" + peer_url,
+            "--initial-cluster=local=" + peer_url, "--listen-metrics-urls=",
+            "--log-level=warn", "--logger=zap"])
+        self._spawn(info, "kube-apiserver", [
+            str(bin_dir / "kube-apiserver"), "--etcd-servers=" + etcd_url,
+            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            "--secure-port=%d" % ports["apiserver"],
+            "--tls-cert-file=%s" % (pki / "apiserver.crt"), "--tls-private-key-file=%s" % (pki / "apiserver.key"),
+            "--client-ca-file=%s" % (pki / "ca.crt"), "--token-auth-file=%s" % (pki / "tokens.csv"),
+            "--service-account-issuer=https://kubernetes.default.svc",
+            "--service-account-key-file=%s" % (pki / "sa.pub"),
+            "--service-account-signing-key-file=%s" % (pki / "sa.key"),
+            "--service-cluster-ip-range=10.96.0.0/16", "--authorization-mode=RBAC",
+            "--allow-privileged=true", "--endpoint-reconciler-type=none", "--profiling=false",
+            "--v=1"])
+        self._wait_ready(info, server, pki / "ca.crt", token)
+        (pki / "components.kubeconfig").write_text(yaml.safe_dump(kubeconfig(server, pki / "ca.crt", token)))
+        components = pki / "components.kubeconfig"
+        self._spawn(info, "kube-controller-manager", [
+            str(bin_dir / "kube-controller-manager"), "--kubeconfig=%s" % components,
+            "--authentication-kubeconfig=%s" % components, "--authorization-kubeconfig=%s" % components,
+            "--bind-address=127.0.0.1", "--secure-port=0", "--leader-elect=false",
+            "--service-account-private-key-file=%s" % (pki / "sa.key"), "--root-ca-file=%s" % (pki / "ca.crt"),
+            # Heartbeats are slowed for large fleets; nodes must not turn NotReady in between.
+            "--node-monitor-grace-period=%ds" % max(60, heartbeat_seconds * 4),
+            "--profiling=false", "--v=1"])
+        self._spawn(info, "kube-scheduler", [
+            str(bin_dir / "kube-scheduler"), "--kubeconfig=%s" % components,
+            "--authentication-kubeconfig=%s" % components, "--authorization-kubeconfig=%s" % components,
+            "--bind-address=127.0.0.1", "--secure-port=0", "--leader-elect=false", "--profiling=false", "--v=1"])
+        stage_file = self.state / "kwok-stages.yaml"
+        stage_file.write_text(yaml.safe_dump_all(stages.stage_documents(heartbeat_seconds)))
+        self._spawn(info, "kwok", [
+            str(bin_dir / "kwok"), "--kubeconfig=%s" % components, "--config=%s" % stage_file,
+            "--manage-all-nodes=false",
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+            "--node-ip=127.0.0.1", "--cidr=127.128.0.0/16", "--server-address=",
+            "--enable-crds="])
+        client = api.client_from_kubeconfig(self.kubeconfig)
+        api.install_crds(client, flavour)
+        api.mark_local(client, MARKER, flavour)
+        self._spawn(info, "simulator", [
+            sys.executable, "-m", "localcluster.simulator", "--kubeconfig=%s" % components],
+            env={"PYTHONPATH": str(TOOLS)})
+        api.wait_default_service_account(client, timeout=60)
+        info["startup_seconds"] = round(time.monotonic() - started, 1)
+        self._save(info)
+        return info
+
+    def _spawn(self, info, name, argv, env=None):
+        log = open(self.state / "logs" / ("%s.log" % name), "ab")
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, env=dict(os.environ, **(env or {})))
+        info["pids"][name] = proc.pid
+        self._save(info)
+        time.sleep(0.2)
+        if proc.poll() is not None:
+            raise ClusterError("%s exited at once (code %s): see %s" % (
+                name, proc.returncode, self.state / "logs" / ("%s.log" % name)))
+
+    def _wait_ready(self, info, server, ca_file, token, timeout=60):
+        context = ssl.create_default_context(cafile=str(ca_file))
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            for name, pid in info["pids"].items():
+                if not _alive(pid):
+                    raise ClusterError("%s died during start-up: see %s" % (
+                        name, self.state / "logs" / ("%s.log" % name)))
+            request = urllib.request.Request(server + "/readyz", headers={"Authorization": "Bearer " + token})
+            try:
+                with urllib.request.urlopen(request, context=context, timeout=5) as response:
+                    if response.status == 200:
+                        return
+            except Exception as error:  # connection refused while it starts; keep the last reason
+                last = error
+            time.sleep(0.3)
+        raise ClusterError("kube-apiserver not ready after %ds (%s): see %s" % (
+            timeout, last, self.state / "logs" / "kube-apiserver.log"))
+
+    # -- stop ----------------------------------------------------------------------------------
+    def down(self, quiet=False):
+        info = self.info()
+        if not info:
+            if not quiet:
+                print("no cluster state in %s" % self.state)
+            return []
+        # Stop in reverse order: clients first, etcd last.
+        order = list(info["pids"].items())[::-1]
+        for _name, pid in order:
+            _signal_group(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and any(_alive(pid) for _n, pid in order):
+            time.sleep(0.2)
+        for _name, pid in order:
+            _signal_group(pid, signal.SIGKILL)
+        time.sleep(0.2)
+        left = [name for name, pid in order if _alive(pid)]
+        if info.get("etcd_data"):
+            shutil.rmtree(info["etcd_data"], ignore_errors=True)
+        self.info_file.unlink()
+        if left:
+            raise ClusterError("still running after SIGKILL: %s" % ", ".join(left))
+        return [name for name, _pid in order]
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie child of this process counts as gone.
+    try:
+        with open("/proc/%d/stat" % pid) as stat:
+            return stat.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def _signal_group(pid, sig):
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def build_binaries():
+    """The directory of cached control-plane binaries, built on first use."""
+    result = subprocess.run(["bash", str(TOOLS / "localcluster" / "build-binaries.sh")],
+                            stdout=subprocess.PIPE, check=True, text=True)
+    return result.stdout.strip().splitlines()[-1]

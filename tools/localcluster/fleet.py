@@ -1,0 +1,333 @@
+"""Fleet files: simulated nodes and the OpenShift state that goes with them.
+
+A fleet file (YAML) lists node groups; each becomes Node objects carrying exactly the labels NFD
+would produce for that hardware and OS, a matching `status.nodeInfo`, and the simulated hardware in
+the annotation `sim.accelerators.gpu/hardware` (read by the simulator only, never by the collection).
+
+    nfd: prelabelled            # or `worker`: labels appear once an nfd-worker pod is ready on the node
+    registry: [nvcr.io/nvidia/*, ...]   # image patterns the simulated registry holds
+    openshift:
+      version: 4.16.8
+      driver_toolkit: {missing: [416.94.202405081406-0], broken: false, placeholder: false, extra: [...]}
+    nodes:
+      - name: gpu-a             # a prefix when count > 1: gpu-a-0, gpu-a-1, ...
+        count: 2
+        role: worker
+        gpu: {product: NVIDIA-A100-SXM4-80GB, count: 8, memory: 81920}
+        os: {rhcos: 416.94.202405081406-0}      # or {ubuntu: "22.04"}, {rhel: "9.4"}
+        kernel: 5.14.0-427.13.1.el9_4.x86_64     # optional: derived from the OS otherwise
+        runtime: cri-o                          # or containerd
+        nfd_style: vendor                       # `pci-10de`; or class-vendor: `pci-0302_10de`
+        taints: []
+        faults: {stale_nfd_label: 415.92.202402201450-0, driver_build_fails: true, validation_fails: "ECC errors"}
+"""
+
+import copy
+import hashlib
+import json
+import re
+import time
+
+import kubernetes
+from kubernetes.client.rest import ApiException
+
+NFD = "feature.node.kubernetes.io/"
+HARDWARE_ANNOTATION = "sim.accelerators.gpu/hardware"
+FLEET_LABEL = "sim.accelerators.gpu/fleet"
+REGISTRY_CONFIGMAP = ("kube-system", "sim-registry")
+DTK_STREAM = ("openshift", "driver-toolkit")
+DTK_REPOSITORY = "quay.io/openshift-release-dev/ocp-v4.0-art-dev"
+FAULTS = ("stale_nfd_label", "driver_build_fails", "validation_fails", "no_nfd_labels")
+
+# The kernel each RHEL minor's RHCOS build ships (one representative per stream).
+KERNEL_OF_RHEL = {
+    "8.4": "4.18.0-305.19.1.el8_4.x86_64",
+    "8.6": "4.18.0-372.73.1.el8_6.x86_64",
+    "9.2": "5.14.0-284.59.1.el9_2.x86_64",
+    "9.4": "5.14.0-427.33.1.el9_4.x86_64",
+    "9.6": "5.14.0-570.42.1.el9_6.x86_64",
+    "10.1": "6.12.0-124.8.1.el10_1.x86_64",
+}
+KERNEL_OF_UBUNTU = {"20.04": "5.4.0-182-generic", "22.04": "5.15.0-100-generic", "24.04": "6.8.0-45-generic"}
+PCI_CLASS_OF_GPU = "0302"  # 3D controller: data-centre GPUs; display GPUs are 0300
+
+
+class FleetError(ValueError):
+    pass
+
+
+def sanitize_label_value(value):
+    """NFD's rule: characters outside [-A-Za-z0-9_.] become '_', then '-_.' are trimmed at both ends."""
+    return re.sub(r"[^-A-Za-z0-9_.]", "_", value).strip("-_.")
+
+
+def rhcos_streams(version):
+    """(OpenShift minor or None, RHEL version) of an RHCOS build string."""
+    match = re.fullmatch(r"(\d+)\.(\d+)\.(\d+)-(\d+)", version)
+    if not match:
+        raise FleetError("RHCOS version %r is not of the form N.N.N-N" % version)
+    first, second = match.group(1), match.group(2)
+    if int(first) >= 40:  # 416.94.x, 49.84.x: OpenShift 4.16 on RHEL 9.4 (before layered RHCOS, OCP <= 4.18)
+        return "%s.%s" % (first[0], first[1:]), "%s.%s" % (second[0], second[1:])
+    return None, "%s.%s" % (first, second)  # 9.6.x: layered RHCOS, RHEL 9.6 (OCP >= 4.19)
+
+
+def os_facts(group, openshift_version):
+    """os-release values, osImage and default kernel of a node group's OS."""
+    os_spec = group.get("os") or {}
+    if "rhcos" in os_spec:
+        version = os_spec["rhcos"]
+        ocp_of_build, rhel = rhcos_streams(version)
+        ocp = ocp_of_build or os_spec.get("openshift") or ".".join(str(openshift_version or "4.21").split(".")[:2])
+        release = {"OSTREE_VERSION": version, "OPENSHIFT_VERSION": ocp}
+        if ocp_of_build:
+            release.update(ID="rhcos", VERSION_ID=ocp, RHEL_VERSION=rhel)
+        else:
+            release.update(ID="rhel", VERSION_ID=rhel)
+        return release, "Red Hat Enterprise Linux CoreOS %s (Plow)" % version, KERNEL_OF_RHEL.get(rhel), version
+    if "ubuntu" in os_spec:
+        version = str(os_spec["ubuntu"])
+        return ({"ID": "ubuntu", "VERSION_ID": version}, "Ubuntu %s LTS" % version,
+                KERNEL_OF_UBUNTU.get(version), None)
+    if "rhel" in os_spec:
+        version = str(os_spec["rhel"])
+        return ({"ID": "rhel", "VERSION_ID": version}, "Red Hat Enterprise Linux %s (Plow)" % version,
+                KERNEL_OF_RHEL.get(version), None)
+    raise FleetError("node group %r: os must name rhcos, ubuntu or rhel" % group.get("name"))
+
+
+def nfd_labels(release, kernel, gpu, style):
+    labels = {}
+    for key, value in release.items():
+        labels[NFD + "system-os_release." + key] = value
+        if key == "VERSION_ID" and "." in value:
+            major, minor = value.split(".", 1)
+            labels[NFD + "system-os_release.VERSION_ID.major"] = major
+            labels[NFD + "system-os_release.VERSION_ID.minor"] = minor
+    numbers = re.match(r"(\d+)\.(\d+)\.(\d+)", kernel)
+    labels[NFD + "kernel-version.full"] = sanitize_label_value(kernel)
+    labels[NFD + "kernel-version.major"], labels[NFD + "kernel-version.minor"], \
+        labels[NFD + "kernel-version.revision"] = numbers.groups()
+    labels[NFD + "cpu-cpuid.AVX2"] = "true"
+    labels[NFD + "pci-1af4.present" if style == "vendor" else NFD + "pci-0200_1af4.present"] = "true"
+    if gpu:
+        labels[NFD + ("pci-10de.present" if style == "vendor" else "pci-%s_10de.present" % PCI_CLASS_OF_GPU)] = "true"
+    return labels
+
+
+def expand_groups(fleet, prefix=""):
+    """One dict a node: name, labels, annotations, taints, status."""
+    nodes = []
+    openshift_version = (fleet.get("openshift") or {}).get("version")
+    index = 0
+    for group in fleet.get("nodes") or []:
+        unknown = set(group.get("faults") or {}) - set(FAULTS)
+        if unknown:
+            raise FleetError("node group %r: unknown faults %s (known: %s)" % (
+                group.get("name"), ", ".join(sorted(unknown)), ", ".join(FAULTS)))
+        count = int(group.get("count", 1))
+        release, os_image, default_kernel, rhcos = os_facts(group, openshift_version)
+        kernel = group.get("kernel") or default_kernel
+        if not kernel:
+            raise FleetError("node group %r: no default kernel for its OS: set kernel" % group.get("name"))
+        gpu = group.get("gpu") or None
+        style = group.get("nfd_style", "vendor")
+        if style not in ("vendor", "class-vendor"):
+            raise FleetError("node group %r: nfd_style must be vendor or class-vendor" % group.get("name"))
+        runtime = group.get("runtime", "cri-o" if rhcos else "containerd")
+        faults = dict(group.get("faults") or {})
+        for ordinal in range(count):
+            index += 1
+            name = prefix + (group["name"] if count == 1 else "%s-%d" % (group["name"], ordinal))
+            true_labels = nfd_labels(release, kernel, gpu, style)
+            shown_labels = dict(true_labels)
+            if faults.get("stale_nfd_label"):
+                shown_labels[NFD + "system-os_release.OSTREE_VERSION"] = faults["stale_nfd_label"]
+            hardware = {"gpu": gpu, "nfd_labels": shown_labels, "faults": faults, "rhcos": rhcos,
+                        "kernel": kernel, "driver_build_seconds": group.get("driver_build_seconds", 0)}
+            labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+                      "node-role.kubernetes.io/%s" % group.get("role", "worker"): ""}
+            if rhcos:
+                labels["node.openshift.io/os_id"] = release["ID"]
+            if fleet.get("name"):
+                labels[FLEET_LABEL] = fleet["name"]
+            if fleet.get("nfd", "prelabelled") == "prelabelled" and not faults.get("no_nfd_labels"):
+                labels.update(shown_labels)
+            resources = {"cpu": str(group.get("cpu", 32)), "memory": group.get("memory", "256Gi"), "pods": "250"}
+            nodes.append({
+                "name": name, "labels": labels, "taints": group.get("taints") or [],
+                "annotations": {"kwok.x-k8s.io/node": "fake", HARDWARE_ANNOTATION: json.dumps(hardware, sort_keys=True)},
+                "status": {
+                    "allocatable": dict(resources), "capacity": dict(resources),
+                    "addresses": [{"type": "InternalIP", "address": "127.0.%d.%d" % (index // 250, index % 250 + 1)},
+                                  {"type": "Hostname", "address": name}],
+                    "nodeInfo": {"osImage": os_image, "kernelVersion": kernel, "operatingSystem": "linux",
+                                 "architecture": "amd64", "kubeletVersion": "v1.33.13",
+                                 "containerRuntimeVersion": ("cri-o://1.29.8" if runtime == "cri-o"
+                                                             else "containerd://1.7.22"),
+                                 "machineID": hashlib.md5(name.encode()).hexdigest(),
+                                 "systemUUID": hashlib.md5(b"uuid" + name.encode()).hexdigest(),
+                                 "bootID": hashlib.md5(b"boot" + name.encode()).hexdigest()}},
+            })
+    return nodes
+
+
+def rhcos_versions(fleet):
+    versions = {(g.get("os") or {}).get("rhcos") for g in fleet.get("nodes") or []}
+    return sorted(v for v in versions if v)
+
+
+def dtk_image(version):
+    """A stable digest reference per RHCOS version, as the release payload would give."""
+    return "%s@sha256:%s" % (DTK_REPOSITORY, hashlib.sha256(("dtk-" + version).encode()).hexdigest())
+
+
+class Fleet:
+    """The objects one fleet created, so that a test can remove exactly those."""
+
+    def __init__(self, client, spec, prefix=""):
+        self.client = client
+        self.spec = spec
+        self.nodes = expand_groups(spec, prefix)
+        self.dtk_tags = []
+
+    @property
+    def node_names(self):
+        return [n["name"] for n in self.nodes]
+
+    def apply(self):
+        core = kubernetes.client.CoreV1Api(self.client)
+        for node in self.nodes:
+            body = {"apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": node["name"], "labels": node["labels"], "annotations": node["annotations"]},
+                    "spec": {"taints": node["taints"]} if node["taints"] else {},
+                    "status": node["status"]}
+            core.create_node(body)
+        self._merge_registry(core)
+        if self.spec.get("openshift") is not None:
+            self._apply_openshift()
+        return self
+
+    def wait_ready(self, timeout=60):
+        """Waits until kwok has initialised every node of this fleet (Ready)."""
+        core = kubernetes.client.CoreV1Api(self.client)
+        deadline = time.monotonic() + timeout
+        pending = set(self.node_names)
+        while pending and time.monotonic() < deadline:
+            for name in list(pending):
+                conditions = core.read_node(name).status.conditions or []
+                if any(c.type == "Ready" and c.status == "True" for c in conditions):
+                    pending.discard(name)
+            if pending:
+                time.sleep(0.2)
+        if pending:
+            raise FleetError("nodes not Ready after %ds (is kwok running?): %s" % (timeout, ", ".join(sorted(pending))))
+        return self
+
+    def delete(self):
+        core = kubernetes.client.CoreV1Api(self.client)
+        for name in self.node_names:
+            try:
+                core.delete_node(name)
+            except ApiException as error:
+                if error.status != 404:
+                    raise
+        if self.dtk_tags:
+            custom = kubernetes.client.CustomObjectsApi(self.client)
+            stream = custom.get_namespaced_custom_object("image.openshift.io", "v1", DTK_STREAM[0], "imagestreams",
+                                                         DTK_STREAM[1])
+            keep = [t for t in stream["spec"].get("tags", []) if t.get("name") not in self.dtk_tags]
+            custom.patch_namespaced_custom_object("image.openshift.io", "v1", DTK_STREAM[0], "imagestreams",
+                                                  DTK_STREAM[1], {"spec": {"tags": keep}})
+
+    def _merge_registry(self, core):
+        images = list(self.spec.get("registry") or [])
+        namespace, name = REGISTRY_CONFIGMAP
+        try:
+            current = core.read_namespaced_config_map(name, namespace).data or {}
+        except ApiException as error:
+            if error.status != 404:
+                raise
+            core.create_namespaced_config_map(namespace, {"metadata": {"name": name}, "data": {"images": ""}})
+            current = {}
+        known = [line for line in (current.get("images") or "").splitlines() if line]
+        merged = known + [i for i in images if i not in known]
+        if merged != known:
+            core.patch_namespaced_config_map(name, namespace, {"data": {"images": "\n".join(merged)}})
+
+    def _apply_openshift(self):
+        openshift = self.spec["openshift"] or {}
+        dtk = openshift.get("driver_toolkit") or {}
+        versions = sorted(set(rhcos_versions(self.spec)) | set(dtk.get("extra") or []))
+        missing = set(dtk.get("missing") or [])
+        tags = [{"name": v, "from": {"kind": "DockerImage", "name": dtk_image(v)}} for v in versions if v not in missing]
+        if dtk.get("broken"):
+            tags.append({"name": "", "from": {"kind": "DockerImage", "name": dtk_image("broken")}})
+        if dtk.get("placeholder"):
+            tags.append({"name": "0.0.1-snapshot-machine-os", "from": {"kind": "DockerImage",
+                                                                       "name": dtk_image("placeholder")}})
+        core = kubernetes.client.CoreV1Api(self.client)
+        _ensure_namespace(core, DTK_STREAM[0])
+        self.dtk_tags = [t["name"] for t in tags]
+        ensure_dtk_tags(self.client, tags, remove=missing)
+        if openshift.get("version"):
+            ensure_cluster_version(self.client, str(openshift["version"]))
+
+
+def _ensure_namespace(core, name):
+    try:
+        core.create_namespace({"metadata": {"name": name}})
+    except ApiException as error:
+        if error.status != 409:
+            raise
+
+
+def ensure_dtk_tags(client, tags, remove=()):
+    """Adds tags to the openshift/driver-toolkit stream (creating it), `latest` following the newest version."""
+    custom = kubernetes.client.CustomObjectsApi(client)
+    group, version, plural = "image.openshift.io", "v1", "imagestreams"
+    namespace, name = DTK_STREAM
+    try:
+        stream = custom.get_namespaced_custom_object(group, version, namespace, plural, name)
+    except ApiException as error:
+        if error.status != 404:
+            raise
+        stream = custom.create_namespaced_custom_object(group, version, namespace, plural, {
+            "apiVersion": "image.openshift.io/v1", "kind": "ImageStream",
+            "metadata": {"name": name, "namespace": namespace}, "spec": {"tags": []}})
+    current = [t for t in stream.get("spec", {}).get("tags") or []
+               if t.get("name") not in remove and t.get("name") != "latest"]
+    names = [t.get("name") for t in current]
+    current += [t for t in tags if t["name"] not in names]
+    versions = [t["name"] for t in current if re.fullmatch(r"\d+\.\d+\.\d+-\d+", t.get("name") or "")]
+    spec_tags = copy.deepcopy(current)
+    if versions:
+        newest = max(versions, key=_version_key)
+        spec_tags.append({"name": "latest", "from": {"kind": "DockerImage", "name": dtk_image(newest)}})
+    custom.patch_namespaced_custom_object(group, version, namespace, plural, name, {"spec": {"tags": spec_tags}})
+    status_tags = [{"tag": t.get("name"), "items": [{
+        "dockerImageReference": t["from"]["name"], "image": t["from"]["name"].split("@")[-1],
+        "created": "2026-01-01T00:00:00Z", "generation": 1}]} for t in spec_tags]
+    custom.patch_namespaced_custom_object_status(group, version, namespace, plural, name, {
+        "status": {"dockerImageRepository": "image-registry.openshift-image-registry.svc:5000/openshift/driver-toolkit",
+                   "tags": status_tags}})
+
+
+def _version_key(version):
+    return [int(p) for p in re.split(r"[.-]", version)]
+
+
+def ensure_cluster_version(client, version):
+    custom = kubernetes.client.CustomObjectsApi(client)
+    args = ("config.openshift.io", "v1", "clusterversions")
+    try:
+        custom.create_cluster_custom_object(*args, {
+            "apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion", "metadata": {"name": "version"},
+            "spec": {"channel": "stable-%s" % ".".join(version.split(".")[:2]), "clusterID": "local"}})
+    except ApiException as error:
+        if error.status != 409:
+            raise
+    custom.patch_cluster_custom_object_status(*args, "version", {"status": {
+        "desired": {"version": version, "image": "quay.io/openshift-release-dev/ocp-release:%s-x86_64" % version},
+        "history": [{"version": version, "state": "Completed", "startedTime": "2026-01-01T00:00:00Z",
+                     "completionTime": "2026-01-01T01:00:00Z"}]}})

@@ -1,0 +1,91 @@
+"""kwok Stage documents: kwok plays the node agents' heartbeat and pod deletion.
+
+Pod status (image pulls, readiness, Job outcomes) is written by the simulator, which knows the
+simulated hardware and registry; kwok therefore gets no pod-ready or pod-complete stage.
+"""
+
+# Nodes the simulated machine-config operator is rebooting carry this annotation; kwok must not
+# mark them Ready again until the reboot is over.
+REBOOTING_ANNOTATION = "sim.accelerators.gpu/rebooting"
+
+
+def _node_conditions(now_var="$now"):
+    return """conditions:
+{{ range NodeConditions }}
+- lastHeartbeatTime: {{ %s | Quote }}
+  lastTransitionTime: {{ $lastTransitionTime | Quote }}
+  message: {{ .message | Quote }}
+  reason: {{ .reason | Quote }}
+  status: {{ .status | Quote }}
+  type: {{ .type | Quote }}
+{{ end }}
+""" % now_var
+
+
+_NODE_INITIALIZE_STATUS = """{{ $now := Now }}
+{{ $lastTransitionTime := Now }}
+""" + _node_conditions() + """
+addresses:
+{{ with .status.addresses }}
+{{ YAML . 1 }}
+{{ else }}
+- address: {{ NodeIP | Quote }}
+  type: InternalIP
+- address: {{ NodeName | Quote }}
+  type: Hostname
+{{ end }}
+allocatable:
+{{ with .status.allocatable }}
+{{ YAML . 1 }}
+{{ else }}
+  cpu: "64"
+  memory: 512Gi
+  pods: "250"
+{{ end }}
+capacity:
+{{ with .status.capacity }}
+{{ YAML . 1 }}
+{{ else }}
+  cpu: "64"
+  memory: 512Gi
+  pods: "250"
+{{ end }}
+{{ $nodeInfo := .status.nodeInfo }}
+nodeInfo:
+  architecture: {{ or $nodeInfo.architecture "amd64" }}
+  bootID: {{ or $nodeInfo.bootID `""` }}
+  containerRuntimeVersion: {{ or $nodeInfo.containerRuntimeVersion "containerd://1.7.0" }}
+  kernelVersion: {{ or $nodeInfo.kernelVersion `""` }}
+  kubeProxyVersion: {{ or $nodeInfo.kubeProxyVersion "v1.33.0" }}
+  kubeletVersion: {{ or $nodeInfo.kubeletVersion "v1.33.0" }}
+  machineID: {{ or $nodeInfo.machineID `""` }}
+  operatingSystem: {{ or $nodeInfo.operatingSystem "linux" }}
+  osImage: {{ or $nodeInfo.osImage `""` }}
+  systemUUID: {{ or $nodeInfo.systemUUID `""` }}
+phase: Running
+"""
+
+
+def stage_documents(heartbeat_seconds=30):
+    not_rebooting = {"key": '.metadata.annotations["%s"]' % REBOOTING_ANNOTATION, "operator": "DoesNotExist"}
+    node_ready_is = '.status.conditions.[] | select( .type == "Ready" ) | .status'
+    return [
+        {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": "node-initialize"},
+         "spec": {"resourceRef": {"apiGroup": "v1", "kind": "Node"},
+                  "selector": {"matchExpressions": [
+                      {"key": node_ready_is, "operator": "NotIn", "values": ["True"]}, not_rebooting]},
+                  "next": {"statusTemplate": _NODE_INITIALIZE_STATUS}}},
+        {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": "node-heartbeat"},
+         "spec": {"resourceRef": {"apiGroup": "v1", "kind": "Node"},
+                  "selector": {"matchExpressions": [
+                      {"key": ".status.phase", "operator": "In", "values": ["Running"]},
+                      {"key": node_ready_is, "operator": "In", "values": ["True"]}, not_rebooting]},
+                  "delay": {"durationMilliseconds": heartbeat_seconds * 1000,
+                            "jitterDurationMilliseconds": heartbeat_seconds * 1500},
+                  "next": {"statusTemplate": "{{ $now := Now }}\n{{ $lastTransitionTime := or .metadata.creationTimestamp $now }}\n" + _node_conditions()},
+                  "immediateNextStage": True}},
+        {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": "pod-delete"},
+         "spec": {"resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+                  "selector": {"matchExpressions": [{"key": ".metadata.deletionTimestamp", "operator": "Exists"}]},
+                  "next": {"finalizers": {"empty": True}, "delete": True}}},
+    ]
