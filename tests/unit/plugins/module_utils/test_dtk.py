@@ -74,7 +74,8 @@ def test_dtk_tags_detects_placeholders_and_non_rhcos_tags():
     assert parsed['not_rhcos'] == ['my-custom']
     assert list(parsed['tags']) == ['my-custom']
     assert 'bad' in parsed['problems'][0] and '0.0.1-snapshot-machine-os' in parsed['problems'][0]
-    assert parsed['notes'] == ['image stream openshift/driver-toolkit has tag(s) that are not RHCOS versions: my-custom']
+    assert parsed['notes'] == [
+        'image stream openshift/driver-toolkit has tag(s) that are not RHCOS versions: my-custom']
 
 
 def test_dtk_tag_from_image_stream_tag_uses_status_image():

@@ -98,13 +98,15 @@ def test_wildcard_matches_subdomains_and_is_less_specific_than_exact_host():
                                     entry('*.example.com', ['wild.local/ex']),
                                     entry('reg.example.com', ['exact.local/reg']))])
     assert pull_candidates('a.b.example.com/ns/img:1', rules) == ['wild.local/ex/ns/img:1', 'a.b.example.com/ns/img:1']
-    assert pull_candidates('reg.example.com/ns/img:1', rules) == ['exact.local/reg/ns/img:1', 'reg.example.com/ns/img:1']
+    assert pull_candidates('reg.example.com/ns/img:1', rules) == [
+        'exact.local/reg/ns/img:1', 'reg.example.com/ns/img:1']
     assert pull_candidates('example.com/ns/img:1', rules) == ['example.com/ns/img:1']
     assert pull_candidates('notexample.com/ns/img:1', rules) == ['notexample.com/ns/img:1']
     same_length = mirror_rules(itms=[itms('m', entry('*.b.example.com', ['wild.local'])),
                                      itms('n', entry('a.b.example.com', ['exact.local']))])
     assert pull_candidates('a.b.example.com/img:1', same_length) == ['exact.local/img:1', 'a.b.example.com/img:1']
-    assert pull_candidates('c.b.example.com:8443/img:1', same_length) == ['wild.local/img:1', 'c.b.example.com:8443/img:1']
+    assert pull_candidates('c.b.example.com:8443/img:1', same_length) == [
+        'wild.local/img:1', 'c.b.example.com:8443/img:1']
 
 
 def test_digest_mirrors_only_for_digests_tag_mirrors_only_for_tags():

@@ -60,7 +60,8 @@ def test_other_vendor_is_not_gpu():
 
 def test_facts_of_rhcos_416_node():
     node = rhcos_node('w1', extra={
-        'nvidia.com/gpu.count': '8', 'nvidia.com/gpu.product': 'NVIDIA-A100-SXM4-80GB', 'nvidia.com/gpu.memory': '81920',
+        'nvidia.com/gpu.count': '8', 'nvidia.com/gpu.product': 'NVIDIA-A100-SXM4-80GB',
+        'nvidia.com/gpu.memory': '81920',
         DEPLOY + 'driver': 'pre-installed', DEPLOY + 'device-plugin': 'true'})
     facts = node_facts(node)
     assert facts['name'] == 'w1'
