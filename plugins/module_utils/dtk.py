@@ -15,6 +15,17 @@ PLACEHOLDER_TAG = '0.0.1-snapshot-machine-os'
 # The payload template's image, left in place when `oc adm release new` did not substitute it.
 PLACEHOLDER_IMAGE_MARK = 'image-reference-placeholder'
 BROKEN_STREAM_FIX = 'oc delete imagestream %s -n %s' % (DTK_IMAGESTREAM, DTK_NAMESPACE)
+# Why the image stream could not be read (resolve_dtk_images' stream_absence).
+NOT_OPENSHIFT = 'not-openshift'
+STREAM_MISSING = 'missing'
+_ABSENCE_CAUSES = {
+    None: 'the cluster is not OpenShift or its Driver Toolkit image stream is absent',
+    NOT_OPENSHIFT: 'the API server does not serve image.openshift.io/v1, so this is not OpenShift and there is '
+                   'no Driver Toolkit image stream',
+    STREAM_MISSING: 'the cluster serves image.openshift.io/v1 but the stream does not exist; the cluster-version '
+                    'operator creates it from the release payload (check `oc get clusterversion` and the '
+                    'openshift namespace)',
+}
 
 
 def _history(imagestream):
@@ -109,19 +120,20 @@ def _resolve(version, parsed):
         % (version, STREAM, ', '.join(sorted(parsed['tags'])) or 'none', version)))
 
 
-def resolve_dtk_images(imagestream, versions, overrides=None):
+def resolve_dtk_images(imagestream, versions, overrides=None, stream_absence=None):
     """DTK image per RHCOS version, from overrides first, then the image stream (None: stream absent).
+
+    stream_absence says why an absent stream is absent: NOT_OPENSHIFT, STREAM_MISSING, or None (unknown).
 
     Returns {versions: {rhcos: {image, source: 'override'|'imagestream'|None,
     status: 'resolved'|'missing'|'broken'|'placeholder', message, history}}, problems: [...], notes: [...]}.
     """
     overrides = overrides or {}
     result = {'versions': {}, 'problems': [], 'notes': []}
+    cause = _ABSENCE_CAUSES[stream_absence]
     if imagestream is None:
         parsed = None
-        result['problems'].append(
-            'image stream %s not found: the cluster is not OpenShift or its Driver Toolkit image stream is absent'
-            % STREAM)
+        result['problems'].append('image stream %s not found: %s' % (STREAM, cause))
     else:
         parsed = dtk_tags(imagestream)
         result['problems'].extend(parsed['problems'])
@@ -133,8 +145,8 @@ def resolve_dtk_images(imagestream, versions, overrides=None):
                 'message': 'DTK image for RHCOS %s given as an override' % version, 'history': []}
         elif parsed is None:
             result['versions'][version] = _unresolved('missing', (
-                'no DTK image for RHCOS %s: image stream %s not found (the cluster is not OpenShift or the DTK '
-                'image stream is absent); pass an override for %s' % (version, STREAM, version)))
+                'no DTK image for RHCOS %s: image stream %s not found (%s); pass an override for %s'
+                % (version, STREAM, cause, version)))
         else:
             result['versions'][version] = _resolve(version, parsed)
     return result

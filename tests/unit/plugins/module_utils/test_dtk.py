@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.dtk import dtk_tags, resolve_dtk_images
+from ansible_collections.accelerators.gpu.plugins.module_utils.dtk import (
+    NOT_OPENSHIFT, STREAM_MISSING, dtk_tags, resolve_dtk_images)
 
 ART = 'quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:'
 IMG_416 = ART + 'a' * 64
@@ -120,6 +121,16 @@ def test_missing_stream_leaves_every_version_unresolved():
     assert result['problems'] == [
         'image stream openshift/driver-toolkit not found: the cluster is not OpenShift or its Driver Toolkit '
         'image stream is absent']
+
+
+def test_missing_stream_says_whether_the_cluster_is_openshift():
+    not_openshift = resolve_dtk_images(None, ['9.6.20260303-1'], stream_absence=NOT_OPENSHIFT)
+    assert 'does not serve image.openshift.io/v1, so this is not OpenShift' in not_openshift['problems'][0]
+    assert 'not OpenShift' in not_openshift['versions']['9.6.20260303-1']['message']
+    missing = resolve_dtk_images(None, ['9.6.20260303-1'], stream_absence=STREAM_MISSING)
+    assert 'serves image.openshift.io/v1 but the stream does not exist' in missing['problems'][0]
+    assert 'cluster-version operator' in missing['versions']['9.6.20260303-1']['message']
+    assert 'pass an override for 9.6.20260303-1' in missing['versions']['9.6.20260303-1']['message']
 
 
 def test_broken_stream_marks_absent_versions_broken_and_keeps_present_ones():
