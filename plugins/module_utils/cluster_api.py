@@ -1,0 +1,232 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The only place where this collection's modules talk to the Kubernetes API server.
+
+The connection (module arguments, K8S_AUTH_* variables, kubeconfig, in-cluster config) is kubernetes.core's:
+the client comes from its get_api_client(). Requests go to fixed paths rather than through API discovery:
+every path is known, and a discovery miss (an OpenShift API on plain Kubernetes) would make the client
+re-discover every API group. Responses are decoded to plain dicts: the dynamic client's ResourceInstance
+wrapping costs seconds and hundreds of MiB on a list of thousands of nodes.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import collections
+import json
+
+from ansible_collections.accelerators.gpu.plugins.module_utils.dtk import (
+    DTK_IMAGESTREAM, DTK_NAMESPACE, NOT_OPENSHIFT, STREAM_MISSING)
+from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
+
+try:
+    import kubernetes
+    from kubernetes.dynamic.exceptions import DynamicApiError
+    from urllib3.exceptions import HTTPError as TransportError
+except ImportError:
+    # AnsibleK8SModule fails the module with "kubernetes is required" before any request is made.
+    class DynamicApiError(Exception):
+        pass
+
+    TransportError = DynamicApiError
+
+FIELD_MANAGER = 'accelerators.gpu'
+DEFAULT_PAGE_SIZE = 500
+NODES = '/api/v1/nodes'
+DAEMONSETS = '/apis/apps/v1/namespaces/%s/daemonsets'
+DTK_IMAGESTREAM_PATH = '/apis/image.openshift.io/v1/namespaces/%s/imagestreams/%s' % (DTK_NAMESPACE, DTK_IMAGESTREAM)
+# ImageDigestMirrorSet, ImageTagMirrorSet, ImageContentSourcePolicy, by their mirrors.mirror_rules() argument
+MIRROR_SET_PATHS = (
+    ('idms', '/apis/config.openshift.io/v1/imagedigestmirrorsets'),
+    ('itms', '/apis/config.openshift.io/v1/imagetagmirrorsets'),
+    ('icsp', '/apis/operator.openshift.io/v1alpha1/imagecontentsourcepolicies'),
+)
+
+# Every HTTP request this process sends through the kubernetes client, by verb.
+_REQUEST_COUNTS = collections.Counter()
+
+
+class APIError(Exception):
+    """A request that failed. status: the HTTP status (None when the server was not reached); details: the
+    details of the API server's Status answer ({} when it gave none, as for a path it does not serve)."""
+
+    def __init__(self, method, path, status, message, details=None):
+        super(APIError, self).__init__('%s %s: %s%s' % (
+            method, path, 'HTTP %s: ' % status if status else '', message))
+        self.status = status
+        self.details = details or {}
+
+
+class TaskError(Exception):
+    """The module must fail with this message; result holds what it found or did until then."""
+
+    def __init__(self, message, **result):
+        super(TaskError, self).__init__(message)
+        self.result = result
+
+
+def _count_requests():
+    """Count requests by verb at kubernetes.client.ApiClient.request, every request's last stop.
+
+    Wrapped at the class, once per process, so that the discovery requests kubernetes.core makes while it
+    builds the client count too; ClusterAPI reports the difference since it was created.
+    """
+    api_client = kubernetes.client.ApiClient
+    if getattr(api_client.request, 'counts_requests', False):
+        return
+    send = api_client.request
+
+    def request(self, method, url, *args, **kwargs):
+        _REQUEST_COUNTS[method.upper()] += 1
+        return send(self, method, url, *args, **kwargs)
+
+    request.counts_requests = True
+    api_client.request = request
+
+
+def _parse_status(body):
+    """(message, details) of a failed request's body: a Status object, or text such as '404 page not found'."""
+    if isinstance(body, bytes):
+        body = body.decode('utf-8', 'replace')
+    try:
+        status = json.loads(body)
+    except (TypeError, ValueError):
+        return str(body).strip(), {}
+    if not isinstance(status, dict):
+        return str(status), {}
+    return status.get('message') or str(status), status.get('details') or {}
+
+
+class ClusterAPI:
+    """Reads and writes of the objects this collection's modules handle.
+
+    In check mode every write is a server-side dry run (dryRun=All): the API server validates and
+    admits it, and stores nothing.
+    """
+
+    def __init__(self, module):
+        _count_requests()
+        self._baseline = collections.Counter(_REQUEST_COUNTS)
+        self.dry_run = module.check_mode
+        try:
+            self._client = get_api_client(module).client
+        except CoreException as error:
+            raise TaskError('cannot create the Kubernetes API client: %s' % error)
+
+    def request_counts(self):
+        """Requests sent since this object was created, by HTTP verb."""
+        return dict(_REQUEST_COUNTS - self._baseline)
+
+    def _request(self, method, path, body=None, content_type=None, write=False, **params):
+        if write and self.dry_run:
+            params['dry_run'] = 'All'
+        if content_type:
+            params['content_type'] = content_type
+        try:
+            response = self._client.request(method, path, body=body, serialize=False, **params)
+        except DynamicApiError as error:
+            message, details = _parse_status(error.body)
+            raise APIError(method.upper(), path, error.status, message, details)
+        except TransportError as error:
+            raise APIError(method.upper(), path, None, 'cannot reach the API server %s: %s'
+                           % (self._client.configuration.host, error))
+        return json.loads(response.data)
+
+    def _list(self, path, label_selector=None, page_size=DEFAULT_PAGE_SIZE):
+        """Every item of a list, page by page (limit and continue), so no single response holds all."""
+        token = None
+        while True:
+            page = self._request('GET', path, label_selector=label_selector or None, limit=page_size,
+                                 _continue=token)
+            for item in page.get('items') or []:
+                yield item
+            token = (page.get('metadata') or {}).get('continue')
+            if not token:
+                return
+
+    def list_nodes(self, label_selector=None, page_size=DEFAULT_PAGE_SIZE):
+        """Nodes, optionally label-selected, as a generator over paginated lists."""
+        return self._list(NODES, label_selector, page_size)
+
+    def read_node(self, name):
+        return self._request('GET', '%s/%s' % (NODES, name))
+
+    def patch_node_labels(self, name, labels, resource_version):
+        """Set labels (a None value removes one) if the node is still at resource_version (else 409).
+
+        Returns the node as stored (or as it would be, in check mode).
+        """
+        body = {'metadata': {'labels': labels, 'resourceVersion': resource_version}}
+        return self._request('PATCH', '%s/%s' % (NODES, name), body=body,
+                             content_type='application/merge-patch+json', write=True)
+
+    def list_daemonsets(self, namespace, label_selector=None):
+        return list(self._list(DAEMONSETS % namespace, label_selector))
+
+    def apply_daemonset(self, daemonset):
+        """Server-side apply as field manager accelerators.gpu; returns the DaemonSet as stored.
+
+        Forced: these DaemonSets are declared by this collection, so its values win over an edit by hand.
+        """
+        metadata = daemonset['metadata']
+        return self._request('PATCH', '%s/%s' % (DAEMONSETS % metadata['namespace'], metadata['name']),
+                             body=daemonset, content_type='application/apply-patch+yaml', write=True,
+                             field_manager=FIELD_MANAGER, force_conflicts=True)
+
+    def delete_daemonset(self, namespace, name, uid, resource_version):
+        """Delete a DaemonSet only if it is still the object read (uid) in the state read (resourceVersion).
+
+        Raises APIError with status 409 when it changed since (for instance its status now counts a pod).
+        """
+        body = {'apiVersion': 'v1', 'kind': 'DeleteOptions', 'propagationPolicy': 'Background',
+                'preconditions': {'uid': uid, 'resourceVersion': resource_version}}
+        return self._request('DELETE', '%s/%s' % (DAEMONSETS % namespace, name), body=body, write=True)
+
+    def read_dtk_imagestream(self):
+        """(the ImageStream openshift/driver-toolkit, None), or (None, why it is absent).
+
+        Why: dtk.NOT_OPENSHIFT when the API server does not serve image.openshift.io, dtk.STREAM_MISSING
+        when it does but the stream does not exist.
+        """
+        try:
+            return self._request('GET', DTK_IMAGESTREAM_PATH), None
+        except APIError as error:
+            if error.status != 404:
+                raise
+            # A missing object is named in the Status details; an unserved API path has no details.
+            return None, STREAM_MISSING if error.details.get('name') else NOT_OPENSHIFT
+
+    def list_mirror_sets(self):
+        """{'idms': [...], 'itms': [...], 'icsp': [...]}: the cluster's mirror set objects, [] for an absent API."""
+        found = {}
+        for argument, path in MIRROR_SET_PATHS:
+            try:
+                found[argument] = list(self._list(path))
+            except APIError as error:
+                if error.status != 404:
+                    raise
+                found[argument] = []
+        return found
+
+
+def run_module(argument_spec, task, **module_options):
+    """Run a module whose work is task(module, api) -> result; every result carries api_requests.
+
+    argument_spec: the module's own options; kubernetes.core's connection options are added.
+    """
+    spec = dict(AUTH_ARG_SPEC)
+    spec.update(argument_spec)
+    module = AnsibleK8SModule(argument_spec=spec, supports_check_mode=True, **module_options)
+    api = None
+    try:
+        api = ClusterAPI(module)
+        result = task(module, api)
+    except TaskError as error:
+        module.fail_json(msg=str(error), api_requests=api.request_counts() if api else {}, **error.result)
+    except APIError as error:
+        module.fail_json(msg=str(error), status=error.status, api_requests=api.request_counts())
+    module.exit_json(api_requests=api.request_counts(), **result)
