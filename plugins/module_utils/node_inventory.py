@@ -1,0 +1,125 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The nfd_labels module's work: node facts from NFD labels, waiting for NFD, GPU node labels.
+
+run() takes the module and a cluster_api.ClusterAPI (or any object with the same methods).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import time
+
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import APIError, TaskError
+from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import (
+    NFD_PREFIX, group_nodes, node_facts, plan_gpu_node_labels)
+
+# A label patch that meets a node changed since it was read is re-planned this many times.
+LABEL_PATCH_ATTEMPTS = 3
+
+
+def read_nodes(api, label_selector=None, page_size=None):
+    """(facts of each node, sorted by name; {node name: resourceVersion})."""
+    facts, versions = [], {}
+    for node in api.list_nodes(label_selector, page_size):
+        facts.append(node_facts(node))
+        versions[node['metadata']['name']] = node['metadata'].get('resourceVersion')
+    facts.sort(key=lambda item: item['name'])
+    return facts, versions
+
+
+def missing_nfd(facts_list, min_gpu_nodes=0):
+    """What waiting for NFD still waits for, or None when it is over.
+
+    min_gpu_nodes > 0: at least that many GPU nodes; otherwise every node (and at least one) NFD-labelled.
+    """
+    unlabelled = [facts['name'] for facts in facts_list if not facts['nfd_labelled']]
+    without = 'nodes without %s labels: %s' % (NFD_PREFIX, ', '.join(unlabelled) or 'none')
+    if min_gpu_nodes:
+        gpu_nodes = [facts['name'] for facts in facts_list if facts['gpu_present']]
+        if len(gpu_nodes) >= min_gpu_nodes:
+            return None
+        return '%d GPU node(s) found (%s), at least %d wanted; %s' % (
+            len(gpu_nodes), ', '.join(gpu_nodes) or 'none', min_gpu_nodes, without)
+    if not facts_list:
+        return 'no node matches the label selector yet'
+    if not unlabelled:
+        return None
+    return '%d of %d node(s) have no NFD labels; %s' % (len(unlabelled), len(facts_list), without)
+
+
+def wait_for_nfd(api, params, clock=time.monotonic, sleep=time.sleep):
+    """Poll the nodes until missing_nfd() is None; returns (facts, versions, seconds waited)."""
+    started = clock()
+    while True:
+        facts, versions = read_nodes(api, params['label_selector'], params['page_size'])
+        missing = missing_nfd(facts, params['min_gpu_nodes'])
+        waited = clock() - started
+        if missing is None or not params['wait']:
+            return facts, versions, waited
+        if waited >= params['wait_timeout']:
+            raise TaskError('timed out after %ds waiting for NFD labels: %s' % (params['wait_timeout'], missing),
+                            waited_seconds=round(waited, 1), **summary(facts))
+        # The last look is at the timeout, not a sleep before it.
+        sleep(min(params['wait_sleep'], params['wait_timeout'] - waited))
+
+
+def _label_diff(name, labels, changes):
+    before = dict((key, labels[key]) for key in sorted(changes) if key in labels)
+    after = dict((key, value) for key, value in sorted(changes.items()) if value is not None)
+    return {'before_header': 'node %s labels' % name, 'after_header': 'node %s labels' % name,
+            'before': before, 'after': after}
+
+
+def _apply_labels(api, facts, resource_version, operands, present):
+    """Patch one node's GPU labels; returns (changes made, facts after). Re-plans when the node changed."""
+    for _attempt in range(LABEL_PATCH_ATTEMPTS):
+        changes = plan_gpu_node_labels(facts, operands, present)
+        if not changes:
+            return changes, facts
+        try:
+            node = api.patch_node_labels(facts['name'], changes, resource_version)
+            return changes, node_facts(node)
+        except APIError as error:
+            if error.status != 409:
+                raise
+        node = api.read_node(facts['name'])
+        facts, resource_version = node_facts(node), node['metadata'].get('resourceVersion')
+    raise TaskError('node %s changed under every one of %d label patches (HTTP 409 Conflict); run again'
+                    % (facts['name'], LABEL_PATCH_ATTEMPTS))
+
+
+def summary(facts_list):
+    """The module's view of the nodes: facts, GPU nodes, groupings, nodes without NFD, warnings per node."""
+    groups = group_nodes(facts_list)
+    return {
+        'nodes': facts_list,
+        'gpu_nodes': [facts['name'] for facts in facts_list if facts['gpu_present']],
+        'groups': groups,
+        'rhcos_versions': sorted(groups['by_rhcos']),
+        'without_nfd': [facts['name'] for facts in facts_list if not facts['nfd_labelled']],
+        'node_warnings': dict((facts['name'], facts['warnings']) for facts in facts_list if facts['warnings']),
+    }
+
+
+def run(module, api):
+    params = module.params
+    facts_list, versions, waited = wait_for_nfd(api, params)
+    label_changes, diffs = {}, []
+    if params['manage_labels']:
+        present = params['labels_state'] == 'present'
+        for index, facts in enumerate(facts_list):
+            changes, facts_list[index] = _apply_labels(
+                api, facts, versions[facts['name']], params['operands'], present)
+            if changes:
+                label_changes[facts['name']] = changes
+                diffs.append(_label_diff(facts['name'], facts['labels'], changes))
+    result = summary(facts_list)
+    for facts in facts_list:
+        for warning in facts['warnings']:
+            module.warn(warning)
+    result.update(changed=bool(label_changes), label_changes=label_changes, waited_seconds=round(waited, 1))
+    if module._diff:
+        result['diff'] = diffs
+    return result

@@ -1,0 +1,242 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+module: nfd_labels
+short_description: GPU, kernel and OS facts of nodes from their Node Feature Discovery labels
+version_added: 0.1.0
+author: accelerators.gpu developers
+description:
+  - Reads nodes (optionally label-selected, in pages) and returns per node whether it carries an NVIDIA GPU
+    (either NFD PCI label shape, C(pci-10de.present) or C(pci-0302_10de.present)/C(pci-0300_10de.present)),
+    GPU count and product when GPU feature discovery labelled it, kernel, OS, RHCOS version, OpenShift version
+    and container runtime; and GPU nodes grouped by RHCOS version, by kernel and by OS.
+  - The RHCOS version is the node's C(status.nodeInfo.osImage) one; an NFD C(OSTREE_VERSION) label that disagrees
+    is reported as stale (NFD relabels only every C(sleepInterval), so it lags an upgrade).
+  - Warns, per node, about GPU nodes without NFD labels, stale labels, labels NFD would have rejected and NFD
+    releases too old to use.
+  - Optionally waits until every selected node (or at least I(min_gpu_nodes) GPU nodes) carries NFD labels.
+  - Optionally manages C(nvidia.com/gpu.present) and C(nvidia.com/gpu.deploy.<operand>) labels on GPU nodes, as the
+    GPU Operator does. A label that exists is never overwritten, whatever its value (an admin's opt-out, or an
+    upgrade pausing the node); C(nvidia.com/gpu.deploy.operands=false) removes the C(true) ones.
+  - Every result carries I(api_requests), the API requests the module sent, by HTTP verb.
+options:
+  label_selector:
+    description:
+      - Label selector of the nodes to read, wait for and label, for example C(node-role.kubernetes.io/worker).
+      - All nodes when omitted.
+    type: str
+  page_size:
+    description:
+      - Nodes per list request; the nodes are read in pages of this size.
+    type: int
+    default: 500
+  wait:
+    description:
+      - Wait until every selected node (at least one) carries NFD labels or, with I(min_gpu_nodes), until at
+        least that many GPU nodes are found.
+      - On timeout the module fails naming the nodes still without NFD labels.
+    type: bool
+    default: false
+  wait_timeout:
+    description:
+      - Seconds to wait at most.
+    type: int
+    default: 300
+  wait_sleep:
+    description:
+      - Seconds between two looks at the nodes while waiting.
+    type: int
+    default: 5
+  min_gpu_nodes:
+    description:
+      - With I(wait), wait for at least this many GPU nodes instead of for NFD labels on every selected node.
+    type: int
+    default: 0
+  manage_labels:
+    description:
+      - Set C(nvidia.com/gpu.present=true) and each absent C(nvidia.com/gpu.deploy.<operand>=true) on GPU nodes;
+        set C(nvidia.com/gpu.present=false) and remove C(true) deploy labels on nodes whose GPU is gone (NFD labels
+        them, without an NVIDIA PCI device).
+      - Check mode sends the label patches as server-side dry runs; with C(--diff) the result shows each node's
+        labels before and after.
+    type: bool
+    default: false
+  labels_state:
+    description:
+      - With I(manage_labels), V(absent) removes C(nvidia.com/gpu.present) and every C(nvidia.com/gpu.deploy.*)
+        label whose value is C(true) (uninstall); other values, chosen by an admin, stay.
+    type: str
+    choices: [present, absent]
+    default: present
+  operands:
+    description:
+      - Operands whose C(nvidia.com/gpu.deploy.<operand>) label is managed.
+    type: list
+    elements: str
+    default: [driver, container-toolkit, device-plugin, dcgm-exporter, gpu-feature-discovery, operator-validator]
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
+requirements:
+  - kubernetes >= 24.2.0
+  - PyYAML >= 3.11
+'''
+
+EXAMPLES = r'''
+- name: Read GPU, kernel and OS facts of the worker nodes
+  accelerators.gpu.nfd_labels:
+    label_selector: node-role.kubernetes.io/worker
+  register: nfd
+
+- name: Show the GPU nodes per RHCOS version
+  ansible.builtin.debug:
+    var: nfd.groups.by_rhcos
+
+- name: Wait up to 10 minutes for NFD to label at least 4 GPU nodes, then label them for the operands
+  accelerators.gpu.nfd_labels:
+    wait: true
+    wait_timeout: 600
+    min_gpu_nodes: 4
+    manage_labels: true
+  register: nfd
+
+- name: Uninstall, remove the labels this collection set
+  accelerators.gpu.nfd_labels:
+    manage_labels: true
+    labels_state: absent
+'''
+
+RETURN = r'''
+nodes:
+  description: Facts of each selected node, sorted by name.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: Node name.
+      type: str
+    gpu_present:
+      description: Whether an NFD NVIDIA PCI label (either shape) is C(true).
+      type: bool
+    nfd_labelled:
+      description: Whether the node carries any C(feature.node.kubernetes.io/) label.
+      type: bool
+    gpu_count:
+      description: C(nvidia.com/gpu.count) from GPU feature discovery, or null.
+      type: int
+    gpu_product:
+      description: C(nvidia.com/gpu.product) from GPU feature discovery, or null.
+      type: str
+    gpu_memory:
+      description: C(nvidia.com/gpu.memory) (MiB) from GPU feature discovery, or null.
+      type: int
+    kernel:
+      description:
+        - C(full), C(major), C(minor), C(revision) from NFD labels; C(running) from C(status.nodeInfo.kernelVersion);
+          C(effective), the running kernel as NFD writes it into a label (C(+rt) becomes C(_rt)).
+      type: dict
+    os:
+      description: C(id), C(version_id), C(rhel_version), C(openshift_version) from NFD, C(os_image) from the node.
+      type: dict
+    rhcos_version:
+      description: RHCOS version the node runs (from C(osImage), else from the NFD label), or null.
+      type: str
+    rhcos_label:
+      description: The NFD C(OSTREE_VERSION) label, or null.
+      type: str
+    rhcos_os_image:
+      description: RHCOS version found in C(status.nodeInfo.osImage), or null.
+      type: str
+    runtime:
+      description: Container runtime name (C(cri-o), C(containerd)).
+      type: str
+    runtime_version:
+      description: Container runtime version.
+      type: str
+    deploy_labels:
+      description: C(nvidia.com/gpu.deploy.<operand>) labels by operand.
+      type: dict
+    labels:
+      description: All labels of the node.
+      type: dict
+    warnings:
+      description: Problems found on this node.
+      type: list
+      elements: str
+gpu_nodes:
+  description: Names of the GPU nodes.
+  returned: always
+  type: list
+  elements: str
+  sample: [worker-0, worker-1]
+groups:
+  description: GPU node names by RHCOS version (C(by_rhcos)), by effective kernel (C(by_kernel)), by OS (C(by_os)).
+  returned: always
+  type: dict
+  sample:
+    by_rhcos: {"416.94.202405081406-0": [worker-0], "9.6.20260303-1": [worker-1]}
+    by_kernel: {"5.14.0-427.33.1.el9_4.x86_64": [worker-0], "5.14.0-570.42.1.el9_6.x86_64": [worker-1]}
+    by_os: {"rhcos-416.94.202405081406-0": [worker-0], "rhcos-9.6.20260303-1": [worker-1]}
+rhcos_versions:
+  description: RHCOS versions of the GPU nodes, the input of M(accelerators.gpu.dtk_image_lookup).
+  returned: always
+  type: list
+  elements: str
+  sample: ["416.94.202405081406-0", "9.6.20260303-1"]
+without_nfd:
+  description: Names of the selected nodes without any NFD label.
+  returned: always
+  type: list
+  elements: str
+node_warnings:
+  description: Warnings by node name (nodes without warnings are left out); also emitted as module warnings.
+  returned: always
+  type: dict
+label_changes:
+  description: Label changes made (or, in check mode, that would be made) by node; a null value removes a label.
+  returned: always
+  type: dict
+  sample: {"worker-0": {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.deploy.driver": "true"}}
+waited_seconds:
+  description: Seconds spent waiting for NFD labels.
+  returned: always
+  type: float
+api_requests:
+  description: API requests sent by the module, by HTTP verb.
+  returned: always
+  type: dict
+  sample: {"GET": 10, "PATCH": 2}
+'''
+
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import DEFAULT_PAGE_SIZE, run_module
+from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import OPERANDS
+from ansible_collections.accelerators.gpu.plugins.module_utils.node_inventory import run
+
+
+def main():
+    run_module(dict(
+        label_selector=dict(type='str'),
+        page_size=dict(type='int', default=DEFAULT_PAGE_SIZE),
+        wait=dict(type='bool', default=False),
+        wait_timeout=dict(type='int', default=300),
+        wait_sleep=dict(type='int', default=5),
+        min_gpu_nodes=dict(type='int', default=0),
+        manage_labels=dict(type='bool', default=False),
+        labels_state=dict(type='str', choices=['present', 'absent'], default='present'),
+        operands=dict(type='list', elements='str', default=list(OPERANDS)),
+    ), run)
+
+
+if __name__ == '__main__':
+    main()

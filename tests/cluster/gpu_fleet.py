@@ -1,0 +1,59 @@
+"""Fleets and cluster reads shared by the module tests."""
+
+import os
+
+RHCOS_416 = "416.94.202405081406-0"
+RHCOS_418 = "418.94.202509100653-0"
+RHCOS_96 = "9.6.20260303-1"
+DRIVER_REPOSITORY = "example.test/nvidia"
+DRIVER = {"repository": DRIVER_REPOSITORY, "version": "550.90.07"}
+# What the simulated registry holds: the driver images and the DTK images of the fleets' image stream.
+REGISTRY = [DRIVER_REPOSITORY + "/*", "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:*", "example.test/sim/*"]
+FLEET_LABEL = "sim.accelerators.gpu/fleet"
+OSTREE = "feature.node.kubernetes.io/system-os_release.OSTREE_VERSION"
+DRIVER_SERVICE_ACCOUNT = "nvidia-driver"
+
+
+def fleet(nodes, **extra):
+    """A fleet spec with a unique name, so that modules can select exactly its nodes (selector(spec))."""
+    spec = {"name": "m-" + os.urandom(3).hex(), "registry": REGISTRY, "openshift": {"version": "4.18.22"},
+            "nodes": nodes}
+    spec.update(extra)
+    return spec
+
+
+def selector(spec):
+    return "%s=%s" % (FLEET_LABEL, spec["name"])
+
+
+def ready(pod):
+    statuses = pod.status.container_statuses or []
+    return pod.status.phase == "Running" and bool(statuses) and all(c.ready for c in statuses)
+
+
+def daemonset_versions(cluster, namespace):
+    """{DaemonSet name: resourceVersion} of the namespace."""
+    return {ds.metadata.name: ds.metadata.resource_version
+            for ds in cluster.apps.list_namespaced_daemon_set(namespace).items}
+
+
+def driver_pods(cluster, namespace):
+    """{pod name: (DaemonSet name, node, Ready)} of the namespace's driver pods."""
+    pods = cluster.core.list_namespaced_pod(namespace, label_selector="app.kubernetes.io/component=nvidia-driver")
+    return {p.metadata.name: (p.metadata.labels["app"], p.spec.node_name, ready(p)) for p in pods.items}
+
+
+def settled(cluster, namespace):
+    """True when every DaemonSet's status reflects its spec and every scheduled pod is ready: no more writes by
+    the DaemonSet controller, so resourceVersions stay put unless someone else writes."""
+    for ds in cluster.apps.list_namespaced_daemon_set(namespace).items:
+        status = ds.status
+        if status is None or status.observed_generation != ds.metadata.generation:
+            return False
+        if (status.number_ready or 0) != (status.desired_number_scheduled or 0) or status.number_misscheduled:
+            return False
+    return True
+
+
+def create_driver_service_account(cluster, namespace):
+    cluster.core.create_namespaced_service_account(namespace, {"metadata": {"name": DRIVER_SERVICE_ACCOUNT}})

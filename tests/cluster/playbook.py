@@ -1,0 +1,60 @@
+"""Running the collection's modules through real `ansible-playbook` processes against the test cluster."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+COLLECTIONS = os.path.join(ROOT, ".build", "collections")
+
+
+class PlaybookRun(list):
+    """The results of a playbook's tasks, in order, with the process's output and wall time."""
+
+    def __init__(self, results, process, seconds):
+        super().__init__(results)
+        self.process = process
+        self.seconds = seconds
+
+
+def play(cluster, tasks, check=False, diff=False, extra_env=None, timeout=300):
+    """Run tasks [(module, args)] in one play on localhost; returns their results (a failed task ends the play).
+
+    Modules run with this interpreter (the project's virtual environment, which has the kubernetes client) and
+    reach the cluster through K8S_AUTH_KUBECONFIG, as any kubernetes.core module would.
+    """
+    if not os.path.isdir(os.path.join(COLLECTIONS, "ansible_collections", "accelerators", "gpu")):
+        raise RuntimeError("%s has no accelerators.gpu: run `make collection` first" % COLLECTIONS)
+    playbook = [{"hosts": "localhost", "gather_facts": False,
+                 "tasks": [{"name": "task %d: %s" % (index, module), module: args}
+                           for index, (module, args) in enumerate(tasks)]}]
+    env = dict(cluster.env, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+               ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false",
+               ANSIBLE_PYTHON_INTERPRETER=sys.executable, ANSIBLE_NOCOLOR="true")
+    env.update(extra_env or {})
+    with tempfile.TemporaryDirectory(prefix="accelerators-gpu-play-") as workdir:
+        path = os.path.join(workdir, "play.yml")
+        with open(path, "w") as handle:
+            yaml.safe_dump(playbook, handle)
+        command = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
+                   "-c", "local", path] + (["--check"] if check else []) + (["--diff"] if diff else [])
+        started = time.monotonic()
+        process = subprocess.run(command, env=env, cwd=workdir, capture_output=True, text=True, timeout=timeout)
+        seconds = time.monotonic() - started
+    try:
+        report = json.loads(process.stdout)
+    except ValueError:
+        raise AssertionError("ansible-playbook gave no JSON report (rc=%d)\nstdout: %s\nstderr: %s"
+                             % (process.returncode, process.stdout[-3000:], process.stderr[-3000:]))
+    results = [task["hosts"]["localhost"] for task in report["plays"][0]["tasks"]]
+    return PlaybookRun(results, process, seconds)
+
+
+def run(cluster, module, args, **options):
+    """Run one module task; returns its result (a dict, with `failed` when it failed)."""
+    return play(cluster, [(module, args)], **options)[0]
