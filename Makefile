@@ -36,6 +36,11 @@ lint: collection ## ansible-lint, production profile
 sanity: collection ## ansible-test sanity from an ansible_collections/accelerators/gpu copy of the tracked files
 	@rm -rf $(SANITY_ROOT) && mkdir -p $(SANITY_ROOT)
 	@git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t $(SANITY_ROOT)
+	@# ansible-test lists files with git; the copy needs an index of its own (.build is ignored here).
+	@cd $(SANITY_ROOT) && git init -q && git add -A
+	@# The import test finds dependencies beside the collection, as an installed tree would have them.
+	@mkdir -p $(SANITY_ROOT)/../../kubernetes && ln -sfn $(VENV)/lib/python3.11/site-packages/ansible_collections/kubernetes/core $(SANITY_ROOT)/../../kubernetes/core
+	@bash tools/offline-pip-bootstrap.sh
 	cd $(SANITY_ROOT) && ansible-test sanity --venv --python 3.11 --color no
 
 pytest: deps collection ## unit tests and integration tests against a local control plane

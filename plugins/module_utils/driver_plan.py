@@ -159,7 +159,7 @@ def _env(defaults, extra):
 
 def _mounts(with_shared, names=None):
     mounts = [dict({'name': name, 'mountPath': path}, **options)
-              for name, _, _, path, options in HOST_VOLUMES if names is None or name in names]
+              for name, _host, _kind, path, options in HOST_VOLUMES if names is None or name in names]
     if with_shared:
         mounts.append({'name': SHARED_VOLUME, 'mountPath': SHARED_DIR})
     return mounts
@@ -218,7 +218,7 @@ def _daemonset(spec, name, mode_labels, node_selector, containers, kernels=None)
         affinity['nodeAffinity'] = {'requiredDuringSchedulingIgnoredDuringExecution': {'nodeSelectorTerms': [
             {'matchExpressions': [{'key': KERNEL_LABEL, 'operator': 'In', 'values': list(kernels)}]}]}}
     volumes = [{'name': vol, 'hostPath': dict({'path': path}, **({'type': kind} if kind else {}))}
-               for vol, path, kind, _, _ in HOST_VOLUMES]
+               for vol, path, kind, _mount, _options in HOST_VOLUMES]
     if any(c['name'] == DTK_CONTAINER for c in containers):
         volumes.append({'name': SHARED_VOLUME, 'emptyDir': {}})
     pod_spec = {

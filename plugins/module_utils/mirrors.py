@@ -25,10 +25,10 @@ def parse_image_reference(ref):
 
     A first component without '.' or ':' that is not 'localhost' is not a registry (docker.io short names).
     """
-    name, _, digest = ref.partition('@')
+    name, _at, digest = ref.partition('@')
     tag = None
     if name.rfind(':') > name.rfind('/'):
-        name, _, tag = name.rpartition(':')
+        name, _colon, tag = name.rpartition(':')
     first, slash, rest = name.partition('/')
     if slash and ('.' in first or ':' in first or first == 'localhost'):
         registry, repository = first, rest
@@ -94,7 +94,7 @@ def pull_candidates(image_ref, rules):
     if best is None:
         return [name + suffix]
 
-    _, source, prefix = best
+    _specificity, source, prefix = best
     entry = [rule for rule in rules if rule['source'] == source]
     pull = 'digest' if ref['digest'] else 'tag'
     candidates = []

@@ -73,7 +73,8 @@ def _test_id(request):
 
 @pytest.fixture
 def namespace(cluster, request):
-    name = "t-%s" % _test_id(request)
+    # A fresh name each time: a rerun must not meet the previous run's namespace still terminating.
+    name = "t-%s-%s" % (_test_id(request), os.urandom(2).hex())
     cluster.core.create_namespace({"metadata": {"name": name}})
     wait_for(lambda: _has_default_service_account(cluster, name), message="service account default in " + name)
     yield name
@@ -106,4 +107,3 @@ def make_fleet(cluster, request):
     yield make
     for made in created:
         made.delete()
-

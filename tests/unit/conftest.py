@@ -8,14 +8,22 @@ ansible_collections/accelerators/gpu symlink to this checkout goes on sys.path.
 """
 
 import atexit
+import importlib.util
 import os
 import shutil
 import sys
 import tempfile
 
-try:
-    import ansible_collections.accelerators.gpu  # noqa: F401
-except ImportError:
+
+
+def _collection_importable():
+    try:
+        return importlib.util.find_spec('ansible_collections.accelerators.gpu') is not None
+    except ModuleNotFoundError:  # raised when a parent package is missing
+        return False
+
+
+if not _collection_importable():
     _PARENT = tempfile.mkdtemp(prefix='accelerators-gpu-units-')
     atexit.register(shutil.rmtree, _PARENT, True)
     os.makedirs(os.path.join(_PARENT, 'ansible_collections', 'accelerators'))

@@ -55,17 +55,25 @@ def install_crds(client, flavour, timeout=60):
         except ApiException as error:
             if error.status != 409:
                 raise
+    pending = wait_each(names, lambda name: has_condition(ext.read_custom_resource_definition(name), "Established"),
+                        timeout)
+    if pending:
+        raise RuntimeError("CRDs not established after %ds: %s" % (timeout, ", ".join(pending)))
+
+
+def has_condition(obj, kind):
+    return any(c.type == kind and c.status == "True" for c in obj.status.conditions or [])
+
+
+def wait_each(names, done, timeout, interval=0.2):
+    """Polls done(name) for every name until all are done or the timeout passes; returns those still pending."""
     deadline = time.monotonic() + timeout
     pending = set(names)
     while pending and time.monotonic() < deadline:
-        for name in list(pending):
-            conditions = ext.read_custom_resource_definition(name).status.conditions or []
-            if any(c.type == "Established" and c.status == "True" for c in conditions):
-                pending.discard(name)
+        pending = {name for name in pending if not done(name)}
         if pending:
-            time.sleep(0.2)
-    if pending:
-        raise RuntimeError("CRDs not established after %ds: %s" % (timeout, ", ".join(sorted(pending))))
+            time.sleep(interval)
+    return sorted(pending)
 
 
 def mark_local(client, marker, flavour):

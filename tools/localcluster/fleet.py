@@ -26,10 +26,11 @@ import copy
 import hashlib
 import json
 import re
-import time
 
 import kubernetes
 from kubernetes.client.rest import ApiException
+
+from . import api
 
 NFD = "feature.node.kubernetes.io/"
 HARDWARE_ANNOTATION = "sim.accelerators.gpu/hardware"
@@ -211,17 +212,10 @@ class Fleet:
     def wait_ready(self, timeout=60):
         """Waits until kwok has initialised every node of this fleet (Ready)."""
         core = kubernetes.client.CoreV1Api(self.client)
-        deadline = time.monotonic() + timeout
-        pending = set(self.node_names)
-        while pending and time.monotonic() < deadline:
-            for name in list(pending):
-                conditions = core.read_node(name).status.conditions or []
-                if any(c.type == "Ready" and c.status == "True" for c in conditions):
-                    pending.discard(name)
-            if pending:
-                time.sleep(0.2)
+        pending = api.wait_each(self.node_names, lambda name: api.has_condition(core.read_node(name), "Ready"),
+                                timeout)
         if pending:
-            raise FleetError("nodes not Ready after %ds (is kwok running?): %s" % (timeout, ", ".join(sorted(pending))))
+            raise FleetError("nodes not Ready after %ds (is kwok running?): %s" % (timeout, ", ".join(pending)))
         return self
 
     def delete(self):

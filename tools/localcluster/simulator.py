@@ -288,12 +288,8 @@ class Simulator:
             self.informer("subscriptions", self._list_subscriptions, _namespaced_key, self.subscriptions)
 
     def _has_api(self, group, version):
-        try:
-            kubernetes.client.CustomObjectsApi(self.client).api_client.call_api(
-                "/apis/%s/%s" % (group, version), "GET", response_type="object", _return_http_data_only=True)
-            return True
-        except ApiException:
-            return False
+        groups = kubernetes.client.ApisApi(self.client).get_api_versions().groups
+        return any(g.name == group and version in [v.version for v in g.versions] for g in groups)
 
     def _list_subscriptions(self, **kwargs):
         return self.custom.list_cluster_custom_object("operators.coreos.com", "v1alpha1", "subscriptions", **kwargs)

@@ -34,23 +34,15 @@ addresses:
 - address: {{ NodeName | Quote }}
   type: Hostname
 {{ end }}
-allocatable:
-{{ with .status.allocatable }}
+""" + "".join("""%s:
+{{ with .status.%s }}
 {{ YAML . 1 }}
 {{ else }}
   cpu: "64"
   memory: 512Gi
   pods: "250"
 {{ end }}
-capacity:
-{{ with .status.capacity }}
-{{ YAML . 1 }}
-{{ else }}
-  cpu: "64"
-  memory: 512Gi
-  pods: "250"
-{{ end }}
-{{ $nodeInfo := .status.nodeInfo }}
+""" % (field, field) for field in ("allocatable", "capacity")) + """{{ $nodeInfo := .status.nodeInfo }}
 nodeInfo:
   architecture: {{ or $nodeInfo.architecture "amd64" }}
   bootID: {{ or $nodeInfo.bootID `""` }}

@@ -414,7 +414,7 @@ def test_removed_env_var_is_an_update():
     spec = dict(SPEC, env=[{'name': 'X', 'value': '1'}])
     existing = [server_applied(ds) for ds in desired_driver_daemonsets(spec, nodes, DTK, 'rhcos')['desired']]
     plan = plan_driver_changes(desired_driver_daemonsets(SPEC, nodes, DTK, 'rhcos')['desired'], existing, nodes)
-    assert [new['metadata']['name'] for _, new in plan['update']] == ['nvidia-driver-daemonset-' + RHCOS_416]
+    assert [new['metadata']['name'] for _old, new in plan['update']] == ['nvidia-driver-daemonset-' + RHCOS_416]
 
 
 def stale_daemonset(rhcos, desired, current=None, misscheduled=0):
