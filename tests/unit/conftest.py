@@ -15,7 +15,6 @@ import sys
 import tempfile
 
 
-
 def _collection_importable():
     try:
         return importlib.util.find_spec('ansible_collections.accelerators.gpu') is not None
