@@ -281,3 +281,31 @@ def _exists(read, *args):
         if error.status == 404:
             return None
         raise
+
+
+def test_nfd_operator_creates_operands_that_label_the_nodes(cluster, namespace, make_fleet):
+    if cluster.flavour != "openshift":
+        pytest.skip("the NFD operator runs on the openshift flavour only")
+    image = "registry.redhat.io/openshift4/ose-node-feature-discovery-rhel9:v4.18"
+    fleet = make_fleet(gpu_fleet(nfd="worker", registry=REGISTRY + ["registry.redhat.io/*"]))
+    node = fleet.node_names[0]
+    nfd = {"apiVersion": "nfd.openshift.io/v1", "kind": "NodeFeatureDiscovery", "metadata": {"name": "instance"},
+           "spec": {"operand": {"image": image}, "workerConfig": {"configData": "sources: {pci: {}}"}}}
+    cluster.custom.create_namespaced_custom_object("nfd.openshift.io", "v1", namespace, "nodefeaturediscoveries", nfd)
+    import time
+    time.sleep(2)
+    # Without the operator nothing acts on the resource.
+    assert cluster.apps.list_namespaced_daemon_set(namespace).items == []
+    cluster.custom.create_namespaced_custom_object("operators.coreos.com", "v1alpha1", namespace, "subscriptions", {
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription", "metadata": {"name": "nfd"},
+        "spec": {"name": "nfd", "channel": "stable", "source": "redhat-operators",
+                 "sourceNamespace": "openshift-marketplace"}})
+    wait_for(lambda: (cluster.core.read_node(node).metadata.labels or {}).get(PCI_10DE) == "true", timeout=60,
+             message="NFD labels on %s through the operator's nfd-worker" % node)
+    worker = cluster.apps.read_namespaced_daemon_set("nfd-worker", namespace)
+    assert worker.spec.template.spec.containers[0].image == image
+    assert cluster.core.read_namespaced_config_map("nfd-worker", namespace).data["nfd-worker.conf"] == \
+        "sources: {pci: {}}"
+    status = cluster.custom.get_namespaced_custom_object("nfd.openshift.io", "v1", namespace,
+                                                         "nodefeaturediscoveries", "instance")["status"]
+    assert status["conditions"][0]["type"] == "Available"

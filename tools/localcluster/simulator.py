@@ -46,6 +46,9 @@ CATALOG = {
     "nfd": ("nfd.4.18.0-202510011135", "nfd-controller-manager"),
     "gpu-operator-certified": ("gpu-operator-certified.v25.3.4", "gpu-operator"),
 }
+SUBSCRIPTIONS = ("operators.coreos.com", "v1alpha1", "subscriptions")
+FEATURE_DISCOVERIES = ("nfd.openshift.io", "v1", "nodefeaturediscoveries")
+NFD_OPERAND_IMAGE = "registry.redhat.io/openshift4/ose-node-feature-discovery-rhel9:v4.18"
 OPERATOR_IMAGE = "registry.redhat.io/openshift4/ose-cluster-nfd-operator@sha256:" + "0" * 64
 
 
@@ -242,6 +245,7 @@ class Simulator:
         self.timers = []  # heap of (time, node name) at which a node must be looked at again
         self.timer_keys = set()
         self.written = {}  # pod uid -> the (state, reason, message) last written
+        self.reconciled = set()  # (uid, generation) of operator resources already acted on
 
     # -- watching ------------------------------------------------------------------------------
     def informer(self, name, list_fn, key_fn, store, **kwargs):
@@ -283,23 +287,28 @@ class Simulator:
         self.registry_store = {}
         self.informer("registry", self.core.list_namespaced_config_map, lambda o: "registry", self.registry_store,
                       namespace=namespace, field_selector="metadata.name=" + name)
+        self.subscriptions, self.feature_discoveries = {}, {}
         if self._has_api("operators.coreos.com", "v1alpha1"):
-            self.subscriptions = {}
-            self.informer("subscriptions", self._list_subscriptions, _namespaced_key, self.subscriptions)
+            self.informer("subscriptions", self._lister(*SUBSCRIPTIONS), _namespaced_key, self.subscriptions)
+        if self._has_api("nfd.openshift.io", "v1"):
+            self.informer("nodefeaturediscoveries", self._lister(*FEATURE_DISCOVERIES), _namespaced_key,
+                          self.feature_discoveries)
 
     def _has_api(self, group, version):
         groups = kubernetes.client.ApisApi(self.client).get_api_versions().groups
         return any(g.name == group and version in [v.version for v in g.versions] for g in groups)
 
-    def _list_subscriptions(self, **kwargs):
-        return self.custom.list_cluster_custom_object("operators.coreos.com", "v1alpha1", "subscriptions", **kwargs)
+    def _lister(self, group, version, plural):
+        def list_all(**kwargs):
+            return self.custom.list_cluster_custom_object(group, version, plural, **kwargs)
+        return list_all
 
     # -- reconciling ---------------------------------------------------------------------------
     def run(self):
         self.start()
         while True:
             timeout = max(0.0, self.timers[0][0] - time.time()) if self.timers else 1.0
-            dirty_nodes, dirty_subscriptions = set(), False
+            dirty_nodes, dirty_operators = set(), False
             try:
                 event = self.events.get(timeout=min(timeout, 1.0))
                 batch = [event]
@@ -320,13 +329,15 @@ class Simulator:
                                               ((self.registry_store.get("registry") or {}).get("data") or {})
                                               .get("images", "").splitlines() if line]
                     dirty_nodes.update(self.nodes)
-                    dirty_subscriptions = True
+                    dirty_operators = True
                 elif name == "nodes":
                     dirty_nodes.add(obj["metadata"]["name"])
                 elif name == "pods" and obj["spec"].get("nodeName"):
                     dirty_nodes.add(obj["spec"]["nodeName"])
-                elif name == "subscriptions":
-                    dirty_subscriptions = True
+                    # An operator acts once its own pod is ready.
+                    dirty_operators = dirty_operators or bool(self.feature_discoveries)
+                elif name in ("subscriptions", "nodefeaturediscoveries"):
+                    dirty_operators = True
             pods_by_node = {}
             if dirty_nodes:
                 for pod in list(self.pods.values()):
@@ -336,9 +347,11 @@ class Simulator:
                 node = self.nodes.get(node_name)
                 if node and (node["metadata"].get("annotations") or {}).get("kwok.x-k8s.io/node") == "fake":
                     self._guard(self.reconcile_node, node, pods_by_node.get(node_name, []))
-            if dirty_subscriptions and hasattr(self, "subscriptions"):
+            if dirty_operators:
                 for subscription in list(self.subscriptions.values()):
                     self._guard(self.reconcile_subscription, subscription)
+                for discovery in list(self.feature_discoveries.values()):
+                    self._guard(self.reconcile_feature_discovery, discovery)
 
     def _guard(self, fn, obj, *args):
         try:
@@ -427,6 +440,63 @@ class Simulator:
             "operators.coreos.com", "v1alpha1", namespace, "subscriptions", subscription["metadata"]["name"],
             {"status": {"state": "AtLatestKnown", "currentCSV": csv_name, "installedCSV": csv_name}})
         LOG.info("subscription %s/%s: installed %s", namespace, subscription["metadata"]["name"], csv_name)
+
+    def reconcile_feature_discovery(self, discovery):
+        """The NFD operator: once its Deployment is ready, a NodeFeatureDiscovery gets nfd-master and nfd-worker."""
+        apps = kubernetes.client.AppsV1Api(self.client)
+        namespace, name = discovery["metadata"]["namespace"], discovery["metadata"]["name"]
+        seen = (discovery["metadata"]["uid"], discovery["metadata"].get("generation"))
+        if seen in self.reconciled:
+            return
+        try:
+            operator = apps.read_namespaced_deployment(CATALOG["nfd"][1], namespace)
+        except ApiException as error:
+            if error.status == 404:
+                return  # no operator installed in this namespace: nothing reconciles the resource
+            raise
+        if not operator.status.ready_replicas:
+            return
+        spec = discovery.get("spec") or {}
+        operand = spec.get("operand") or {}
+        image = operand.get("image") or NFD_OPERAND_IMAGE
+        owner = [{"apiVersion": "nfd.openshift.io/v1", "kind": "NodeFeatureDiscovery", "name": name,
+                  "uid": discovery["metadata"]["uid"], "controller": True}]
+        config = {"metadata": {"name": "nfd-worker", "ownerReferences": owner},
+                  "data": {"nfd-worker.conf": (spec.get("workerConfig") or {}).get("configData") or ""}}
+        self._create_or_replace(lambda: self.core.create_namespaced_config_map(namespace, config),
+                                lambda: self.core.replace_namespaced_config_map("nfd-worker", namespace, config))
+        for kind, role in (("Deployment", "nfd-master"), ("DaemonSet", "nfd-worker")):
+            labels = {"app": role, COMPONENT: role}
+            pod = {"metadata": {"labels": labels}, "spec": {
+                "tolerations": operand.get("workerTolerations") or [] if role == "nfd-worker" else [],
+                "containers": [{"name": role, "image": image, "imagePullPolicy": operand.get("imagePullPolicy")
+                                or "IfNotPresent"}]}}
+            body = {"metadata": {"name": role, "labels": labels, "ownerReferences": owner},
+                    "spec": {"selector": {"matchLabels": {"app": role}}, "template": pod}}
+            if kind == "Deployment":
+                body["spec"]["replicas"] = 1
+                self._create_or_replace(lambda: apps.create_namespaced_deployment(namespace, body),
+                                        lambda: apps.patch_namespaced_deployment(role, namespace, body))
+            else:
+                self._create_or_replace(lambda: apps.create_namespaced_daemon_set(namespace, body),
+                                        lambda: apps.patch_namespaced_daemon_set(role, namespace, body))
+        conditions = [{"type": "Available", "status": "True", "reason": "OperandsCreated",
+                       "message": "nfd-master and nfd-worker created"}]
+        if (discovery.get("status") or {}).get("conditions") != conditions:
+            self.custom.patch_namespaced_custom_object_status(*FEATURE_DISCOVERIES[:2], namespace,
+                                                              FEATURE_DISCOVERIES[2], name,
+                                                              {"status": {"conditions": conditions}})
+            LOG.info("nodefeaturediscovery %s/%s: operands created with %s", namespace, name, image)
+        self.reconciled.add(seen)
+
+    @staticmethod
+    def _create_or_replace(create, replace):
+        try:
+            create()
+        except ApiException as error:
+            if error.status != 409:
+                raise
+            replace()
 
     @staticmethod
     def _create_ignoring_conflict(create):
