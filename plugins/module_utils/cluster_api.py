@@ -184,6 +184,9 @@ class ClusterAPI:
         """
         body = {'apiVersion': 'v1', 'kind': 'DeleteOptions', 'propagationPolicy': 'Background',
                 'preconditions': {'uid': uid, 'resourceVersion': resource_version}}
+        if self.dry_run:
+            # The API server reads a DELETE's options from its body when there is one, ignoring ?dryRun=All.
+            body['dryRun'] = ['All']
         return self._request('DELETE', '%s/%s' % (DAEMONSETS % namespace, name), body=body, write=True)
 
     def read_dtk_imagestream(self):
@@ -213,6 +216,16 @@ class ClusterAPI:
         return found
 
 
+class GPUModule(AnsibleK8SModule):
+    """kubernetes.core's module class, proxying also what dtk_image_lookup needs to run `oc`."""
+
+    def get_bin_path(self, *args, **kwargs):
+        return self._module.get_bin_path(*args, **kwargs)
+
+    def run_command(self, *args, **kwargs):
+        return self._module.run_command(*args, **kwargs)
+
+
 def run_module(argument_spec, task, **module_options):
     """Run a module whose work is task(module, api) -> result; every result carries api_requests.
 
@@ -220,7 +233,7 @@ def run_module(argument_spec, task, **module_options):
     """
     spec = dict(AUTH_ARG_SPEC)
     spec.update(argument_spec)
-    module = AnsibleK8SModule(argument_spec=spec, supports_check_mode=True, **module_options)
+    module = GPUModule(argument_spec=spec, supports_check_mode=True, **module_options)
     api = None
     try:
         api = ClusterAPI(module)
