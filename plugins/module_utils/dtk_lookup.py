@@ -1,0 +1,77 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The dtk_image_lookup module's work: DTK image per RHCOS version, as each node will pull it.
+
+run() takes the module and a cluster_api.ClusterAPI (or any object with the same methods).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import TaskError
+from ansible_collections.accelerators.gpu.plugins.module_utils.dtk import resolve_dtk_images
+from ansible_collections.accelerators.gpu.plugins.module_utils.mirrors import mirror_rules, pull_candidates
+
+
+def pull_references(image, rules):
+    """{image, candidates, pull_from}: the references a node tries for image, in order, and the first."""
+    candidates = pull_candidates(image, rules)
+    return {'image': image, 'candidates': candidates, 'pull_from': candidates[0] if candidates else None}
+
+
+def _blocked_message(what, image):
+    return ('%s %s cannot be pulled: its source is NeverContactSource and no mirror rule fits a %s reference; '
+            'add a matching ImageDigestMirrorSet/ImageTagMirrorSet mirror'
+            % (what, image, 'digest' if '@' in image else 'tag'))
+
+
+def release_dtk_image(module, release):
+    """The DTK image of a release (version or release image) from `oc adm release info --image-for`."""
+    params = module.params
+    oc = params['oc_path'] or module.get_bin_path('oc')
+    if not oc:
+        raise TaskError(
+            'release %s was given, and finding its DTK image needs the oc client (`oc adm release info %s '
+            '--image-for=driver-toolkit`), which is not in PATH: install oc or set oc_path' % (release, release))
+    command = [oc, 'adm', 'release', 'info', release, '--image-for=driver-toolkit']
+    if params['idms_file']:
+        command.append('--idms-file=%s' % params['idms_file'])
+    if params['registry_config']:
+        command.append('--registry-config=%s' % params['registry_config'])
+    rc, out, err = module.run_command(command)
+    image = out.strip()
+    if rc != 0 or not image:
+        raise TaskError('`%s` failed (rc=%d): %s' % (' '.join(command), rc, (err or out).strip() or 'no output'))
+    return image
+
+
+def run(module, api):
+    params = module.params
+    imagestream, absence = api.read_dtk_imagestream()
+    resolved = resolve_dtk_images(imagestream, params['versions'], params['overrides'], absence)
+    rules = mirror_rules(**api.list_mirror_sets()) if params['apply_mirrors'] else []
+    problems = list(resolved['problems'])
+    images = {}
+    for version, entry in resolved['versions'].items():
+        entry = dict(entry, candidates=[], pull_from=None)
+        if entry['image']:
+            entry.update(pull_references(entry['image'], rules))
+            if not entry['candidates']:
+                problems.append(_blocked_message('DTK image of RHCOS %s' % version, entry['image']))
+        images[version] = entry
+    unresolved = sorted(version for version, entry in images.items() if entry['status'] != 'resolved')
+    result = {'changed': False, 'images': images, 'unresolved': unresolved, 'problems': problems,
+              'notes': resolved['notes'], 'mirror_rules': rules}
+    if params['release']:
+        result['release'] = dict(pull_references(release_dtk_image(module, params['release']), rules),
+                                 release=params['release'])
+        if not result['release']['candidates']:
+            problems.append(_blocked_message('DTK image of release %s' % params['release'],
+                                             result['release']['image']))
+    if unresolved and params['fail_on_unresolved']:
+        raise TaskError('no usable DTK image for RHCOS %s: %s' % (
+            ', '.join(unresolved), ' '.join(images[version]['message'] for version in unresolved)), **result)
+    for message in problems + [images[version]['message'] for version in unresolved]:
+        module.warn(message)
+    return result
