@@ -26,6 +26,11 @@ def selector(spec):
     return "%s=%s" % (FLEET_LABEL, spec["name"])
 
 
+def driver(spec, **options):
+    """The driver option of driver_daemonsets, its pods kept on this fleet's nodes (the cluster may hold others)."""
+    return dict(DRIVER, node_selector={FLEET_LABEL: spec["name"]}, **options)
+
+
 def ready(pod):
     statuses = pod.status.container_statuses or []
     return pod.status.phase == "Running" and bool(statuses) and all(c.ready for c in statuses)

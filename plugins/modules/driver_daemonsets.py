@@ -1,0 +1,342 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+module: driver_daemonsets
+short_description: NVIDIA driver DaemonSets per RHCOS version, per kernel, or one for all GPU nodes
+version_added: 0.1.0
+author: accelerators.gpu developers
+description:
+  - Computes the driver DaemonSets the GPU nodes need and brings the namespace in line with them, with the GPU
+    Operator's names, labels, node selectors and DTK side-car layout, so that its tooling keeps working.
+  - I(mode=rhcos) (OpenShift) gives one DaemonSet per RHCOS version, C(nvidia-driver-daemonset-<rhcos>), whose pods build the
+    driver with that version's Driver Toolkit (DTK) side-car.
+    I(mode=kernel) gives one DaemonSet per kernel with a precompiled driver image
+    C(<repository>/<image>:<branch>-<kernel>-<osTag>) where that image exists (I(precompiled_available)), and, unlike the
+    GPU Operator, falls back to a DTK build for RHCOS nodes whose image does not exist.
+    I(mode=single) gives one DaemonSet for all GPU nodes.
+  - DaemonSets use the C(OnDelete) update strategy, so a changed DaemonSet replaces a node's driver pod only when that
+    pod is deleted, after the node was prepared (drained).
+  - Writes are server-side applies as field manager C(accelerators.gpu); a DaemonSet that already matches gets no
+    request, so a second run reports C(changed=false) and writes nothing. Check mode sends every write as a server-side
+    dry run, so the API server still validates it.
+  - A version whose DTK image is unresolved is blocked, no DaemonSet that cannot work is created for it, and the module
+    fails naming the nodes that would be left without a driver, changing nothing, unless I(allow_blocked).
+  - A driver DaemonSet that is no longer needed is deleted only when it has no scheduled or misscheduled pod and no GPU
+    node has its version (by NFD label or osImage), and only if it has not changed since it was read. DaemonSets this
+    collection did not create (no C(app.kubernetes.io/managed-by=accelerators.gpu)) are never changed or deleted.
+  - Every result carries I(api_requests), the API requests the module sent, by HTTP verb.
+options:
+  namespace:
+    description:
+      - Namespace of the driver DaemonSets.
+    type: str
+    required: true
+  state:
+    description:
+      - V(present) creates, updates and deletes driver DaemonSets as the GPU nodes need.
+      - V(absent) deletes every driver DaemonSet this collection manages in I(namespace), pods or not.
+    type: str
+    choices: [present, absent]
+    default: present
+  mode:
+    description:
+      - How GPU nodes are grouped into DaemonSets, see the description.
+    type: str
+    choices: [rhcos, kernel, single]
+    default: rhcos
+  driver:
+    description:
+      - The driver pod template. Required with I(state=present).
+    type: dict
+    suboptions:
+      repository:
+        description:
+          - Registry and path of the driver image, for example C(nvcr.io/nvidia). Needed unless I(image_ref) is given
+            (and always with I(mode=kernel)).
+        type: str
+      image:
+        description:
+          - Image name in I(repository); C(driver) when omitted.
+        type: str
+      version:
+        description:
+          - Driver version, for example C(550.90.07); the image tag is C(<version>-<osTag>) (C(rhcos4.16), C(rhel9.6)).
+        type: str
+      branch:
+        description:
+          - Driver branch of precompiled images, for example C(550) (I(mode=kernel)).
+        type: str
+      image_ref:
+        description:
+          - Full driver image reference; beats I(repository), I(image) and I(version) for DTK and single builds.
+        type: str
+      image_pull_policy:
+        description:
+          - Pull policy of the containers; C(IfNotPresent) when omitted.
+        type: str
+        choices: [Always, IfNotPresent, Never]
+      image_pull_secrets:
+        description:
+          - Names of pull secrets in I(namespace).
+        type: list
+        elements: str
+      env:
+        description:
+          - Extra environment of the driver container (Kubernetes C(EnvVar) dicts); a name already set is replaced.
+        type: list
+        elements: dict
+      resources:
+        description:
+          - Kubernetes C(ResourceRequirements) of the driver container.
+        type: dict
+      tolerations:
+        description:
+          - Pod tolerations; C(nvidia.com/gpu:NoSchedule) when omitted, none with an empty list.
+        type: list
+        elements: dict
+      labels:
+        description:
+          - Extra labels of the DaemonSets and their pods.
+        type: dict
+      annotations:
+        description:
+          - Annotations of the DaemonSets and their pods.
+        type: dict
+      node_selector:
+        description:
+          - Extra node selector terms, added to the GPU Operator's.
+        type: dict
+      startup_probe:
+        description:
+          - Startup probe of the driver container; by default about 21 minutes for a build.
+        type: dict
+      liveness_probe:
+        description:
+          - Liveness probe of the driver container.
+        type: dict
+      readiness_probe:
+        description:
+          - Readiness probe of the driver container.
+        type: dict
+      service_account_name:
+        description:
+          - Service account of the pods; C(nvidia-driver) when omitted. It must exist.
+        type: str
+      priority_class_name:
+        description:
+          - Priority class of the pods; C(system-node-critical) when omitted.
+        type: str
+  nodes:
+    description:
+      - The nodes to plan for, as C(nodes) of M(accelerators.gpu.nfd_labels) or Node objects as
+        M(kubernetes.core.k8s_info) returns them. Only GPU nodes count.
+      - When omitted the module lists the nodes itself (I(label_selector)), which gives the freshest view.
+    type: list
+    elements: dict
+  label_selector:
+    description:
+      - Label selector of the nodes the module lists when I(nodes) is omitted. All nodes when omitted.
+    type: str
+  page_size:
+    description:
+      - Nodes per list request when the module lists the nodes.
+    type: int
+    default: 500
+  dtk_images:
+    description:
+      - DTK image by RHCOS version, as C(images) of M(accelerators.gpu.dtk_image_lookup) (whose unresolved entries
+        block their version), or plain image references.
+      - When omitted the module reads the C(openshift/driver-toolkit) image stream itself (not with I(mode=single)).
+    type: dict
+  precompiled_available:
+    description:
+      - With I(mode=kernel), the precompiled driver images that exist; a kernel whose image is not listed falls back to a
+        DTK build (RHCOS) or is blocked. When omitted every precompiled image is assumed to exist.
+    type: list
+    elements: str
+  allow_blocked:
+    description:
+      - Apply the other DaemonSets even when a blocked version leaves nodes without a driver. DaemonSets that still
+        serve nodes are kept either way.
+    type: bool
+    default: false
+  plan_only:
+    description:
+      - Compute and return the plan without any write; I(created), I(updated) and I(deleted) then say what a run would
+        do, and C(changed) is false.
+    type: bool
+    default: false
+attributes:
+  check_mode:
+    description: Writes are sent as server-side dry runs, so the API server validates them and stores nothing.
+    support: full
+  diff_mode:
+    description: Returns each created, updated or deleted DaemonSet before and after.
+    support: full
+extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
+requirements:
+  - kubernetes >= 24.2.0
+  - PyYAML >= 3.11
+'''
+
+EXAMPLES = r'''
+- name: Read the GPU nodes
+  accelerators.gpu.nfd_labels:
+    manage_labels: true
+  register: nfd
+
+- name: Find the DTK image of each RHCOS version
+  accelerators.gpu.dtk_image_lookup:
+    versions: "{{ nfd.rhcos_versions }}"
+  register: dtk
+
+- name: One driver DaemonSet per RHCOS version, built with that version's DTK
+  accelerators.gpu.driver_daemonsets:
+    namespace: nvidia-gpu-operator
+    mode: rhcos
+    dtk_images: "{{ dtk.images }}"
+    driver:
+      repository: nvcr.io/nvidia
+      version: 550.90.07
+      image_pull_secrets: [ngc]
+  register: drivers
+
+- name: Precompiled drivers per kernel where published, DTK builds elsewhere
+  accelerators.gpu.driver_daemonsets:
+    namespace: nvidia-gpu-operator
+    mode: kernel
+    driver:
+      repository: nvcr.io/nvidia
+      branch: "550"
+      version: 550.90.07
+    precompiled_available:
+      - nvcr.io/nvidia/driver:550-5.14.0-427.33.1.el9_4.x86_64-rhcos4.16
+
+- name: What would change, without writing
+  accelerators.gpu.driver_daemonsets:
+    namespace: nvidia-gpu-operator
+    driver:
+      repository: nvcr.io/nvidia
+      version: 570.124.06
+    plan_only: true
+  register: plan
+
+- name: Uninstall the driver DaemonSets
+  accelerators.gpu.driver_daemonsets:
+    namespace: nvidia-gpu-operator
+    state: absent
+'''
+
+RETURN = r'''
+created:
+  description: DaemonSets created (or that would be, in check mode and with I(plan_only)).
+  returned: always
+  type: list
+  elements: str
+  sample: [nvidia-driver-daemonset-418.94.202509100653-0]
+updated:
+  description: DaemonSets updated (or that would be). Their pods change only when deleted (C(OnDelete)).
+  returned: always
+  type: list
+  elements: str
+unchanged:
+  description: DaemonSets that already match.
+  returned: always
+  type: list
+  elements: str
+deleted:
+  description: DaemonSets deleted (or that would be).
+  returned: always
+  type: list
+  elements: str
+kept:
+  description: DaemonSets not desired but kept, or left alone, with the reason (C(name), C(reason)).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{name: nvidia-driver-daemonset-416.94.202405081406-0, reason: "not desired, but it still has pods (...)"}]
+blocked:
+  description: Node groups that get no DaemonSet (C(key), the version or kernel; C(nodes); C(reason)).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{key: 9.6.20260303-1, nodes: [worker-3], reason: "RHCOS 9.6.20260303-1 has no tag in image stream ..."}]
+assignments:
+  description:
+    - By GPU node, its DaemonSet (C(daemonset)) and build (C(build) is C(dtk), C(precompiled), C(compile), C(host) for a
+      pre-installed driver, C(none) when opted out, C(blocked)), with the images or the reason.
+  returned: with I(state=present)
+  type: dict
+  sample: {worker-0: {daemonset: nvidia-driver-daemonset-416.94.202405081406-0, build: dtk,
+                      image: "nvcr.io/nvidia/driver:550.90.07-rhcos4.16", dtk_image: "quay.io/...@sha256:..."}}
+left_without_driver:
+  description: Blocked nodes that no kept DaemonSet serves with a driver built for what they run.
+  returned: always
+  type: list
+  elements: str
+mismatched:
+  description: GPU nodes whose NFD label differs from what they run (C(node), C(label), C(effective), C(message)).
+  returned: with I(state=present)
+  type: list
+  elements: dict
+plan:
+  description: On failure because of blocked versions, what the run would have done (the keys above); nothing was written.
+  returned: on failure for blocked versions
+  type: dict
+api_requests:
+  description: API requests sent by the module, by HTTP verb.
+  returned: always
+  type: dict
+  sample: {"GET": 3, "PATCH": 1}
+'''
+
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import DEFAULT_PAGE_SIZE, run_module
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver_sync import run
+
+DRIVER_OPTIONS = dict(
+    repository=dict(type='str'),
+    image=dict(type='str'),
+    version=dict(type='str'),
+    branch=dict(type='str'),
+    image_ref=dict(type='str'),
+    image_pull_policy=dict(type='str', choices=['Always', 'IfNotPresent', 'Never']),
+    image_pull_secrets=dict(type='list', elements='str', no_log=False),
+    env=dict(type='list', elements='dict'),
+    resources=dict(type='dict'),
+    tolerations=dict(type='list', elements='dict'),
+    labels=dict(type='dict'),
+    annotations=dict(type='dict'),
+    node_selector=dict(type='dict'),
+    startup_probe=dict(type='dict'),
+    liveness_probe=dict(type='dict'),
+    readiness_probe=dict(type='dict'),
+    service_account_name=dict(type='str'),
+    priority_class_name=dict(type='str'),
+)
+
+
+def main():
+    run_module(dict(
+        namespace=dict(type='str', required=True),
+        state=dict(type='str', choices=['present', 'absent'], default='present'),
+        mode=dict(type='str', choices=['rhcos', 'kernel', 'single'], default='rhcos'),
+        driver=dict(type='dict', options=DRIVER_OPTIONS),
+        nodes=dict(type='list', elements='dict'),
+        label_selector=dict(type='str'),
+        page_size=dict(type='int', default=DEFAULT_PAGE_SIZE),
+        dtk_images=dict(type='dict'),
+        precompiled_available=dict(type='list', elements='str'),
+        allow_blocked=dict(type='bool', default=False),
+        plan_only=dict(type='bool', default=False),
+    ), run, required_if=[('state', 'present', ['driver'])])
+
+
+if __name__ == '__main__':
+    main()
