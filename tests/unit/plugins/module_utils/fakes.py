@@ -1,0 +1,110 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A module and a cluster in memory, for the tests of the modules' work (node_inventory, dtk_lookup, driver_sync)."""
+
+import copy
+
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import APIError
+
+
+class FakeModule:
+    """What the modules' work uses of GPUModule: params, check mode, diff, warnings, running commands."""
+
+    def __init__(self, params, check_mode=False, diff=False, bin_paths=None, command_results=None):
+        self.params = params
+        self.check_mode = check_mode
+        self._diff = diff
+        self.warnings = []
+        self.bin_paths = bin_paths or {}
+        self.command_results = list(command_results or [])
+        self.commands = []
+
+    def warn(self, message):
+        self.warnings.append(message)
+
+    def get_bin_path(self, name):
+        return self.bin_paths.get(name)
+
+    def run_command(self, command):
+        self.commands.append(command)
+        return self.command_results.pop(0)
+
+
+def _matches(labels, selector):
+    """Equality-only label selectors ('a=b,c=d'), which is all the tests use."""
+    return all(labels.get(key) == value for key, value in
+               (term.split('=', 1) for term in (selector or '').split(',') if term))
+
+
+class FakeCluster:
+    """Nodes, DaemonSets, the DTK image stream and mirror sets in memory, with ClusterAPI's methods.
+
+    writes records every write as (verb, object name); before_patch(name) runs before each node label patch,
+    so that a test can change the node under the module (as an admin or NFD would).
+    """
+
+    def __init__(self, nodes=(), daemonsets=(), imagestream=None, stream_absence=None, mirror_sets=None):
+        self.nodes = dict((node['metadata']['name'], copy.deepcopy(node)) for node in nodes)
+        for index, node in enumerate(self.nodes.values()):
+            node['metadata'].setdefault('resourceVersion', str(index + 1))
+        self.daemonsets = dict((ds['metadata']['name'], copy.deepcopy(ds)) for ds in daemonsets)
+        self.imagestream = imagestream
+        self.stream_absence = stream_absence
+        self.mirror_sets = mirror_sets or {'idms': [], 'itms': [], 'icsp': []}
+        self.reads = []
+        self.writes = []
+        self.before_patch = None
+        self.delete_conflicts = set()
+
+    def list_nodes(self, label_selector=None, page_size=None):
+        self.reads.append(('nodes', label_selector))
+        return iter([copy.deepcopy(node) for name, node in sorted(self.nodes.items())
+                     if _matches(node['metadata']['labels'], label_selector)])
+
+    def read_node(self, name):
+        self.reads.append(('node', name))
+        return copy.deepcopy(self.nodes[name])
+
+    def set_labels(self, name, labels):
+        metadata = self.nodes[name]['metadata']
+        for key, value in labels.items():
+            if value is None:
+                metadata['labels'].pop(key, None)
+            else:
+                metadata['labels'][key] = value
+        metadata['resourceVersion'] = str(int(metadata['resourceVersion']) + 1)
+
+    def patch_node_labels(self, name, labels, resource_version):
+        if self.before_patch:
+            self.before_patch(name)
+        self.writes.append(('PATCH', name))
+        if self.nodes[name]['metadata']['resourceVersion'] != resource_version:
+            raise APIError('PATCH', '/api/v1/nodes/' + name, 409, 'the object has been modified')
+        self.set_labels(name, labels)
+        return copy.deepcopy(self.nodes[name])
+
+    def list_daemonsets(self, namespace, label_selector=None):
+        self.reads.append(('daemonsets', label_selector))
+        return [copy.deepcopy(ds) for name, ds in sorted(self.daemonsets.items())
+                if _matches(ds['metadata'].get('labels') or {}, label_selector)]
+
+    def apply_daemonset(self, daemonset):
+        self.writes.append(('APPLY', daemonset['metadata']['name']))
+        stored = copy.deepcopy(daemonset)
+        stored['metadata'].update(uid='uid-' + daemonset['metadata']['name'], resourceVersion='1')
+        self.daemonsets[daemonset['metadata']['name']] = stored
+        return copy.deepcopy(stored)
+
+    def delete_daemonset(self, namespace, name, uid, resource_version):
+        self.writes.append(('DELETE', name))
+        if name in self.delete_conflicts:
+            raise APIError('DELETE', name, 409, 'Precondition failed: ResourceVersion in precondition')
+        del self.daemonsets[name]
+
+    def read_dtk_imagestream(self):
+        self.reads.append(('imagestream', None))
+        return copy.deepcopy(self.imagestream), self.stream_absence
+
+    def list_mirror_sets(self):
+        self.reads.append(('mirror sets', None))
+        return copy.deepcopy(self.mirror_sets)
