@@ -1,0 +1,28 @@
+"""Fixtures shared by every test directory.
+
+local_registry: one real OCI registry per test session (tools/localregistry), started only by the tests that
+ask for it: TLS from a CA made for it and htpasswd basic auth. precompiled_drivers fills it.
+"""
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def local_registry(tmp_path_factory):
+    from localregistry import LocalRegistry  # only sessions that use the registry need its binaries
+
+    registry = LocalRegistry(tmp_path_factory.mktemp("registry")).start()
+    try:
+        yield registry
+    finally:
+        registry.stop()
+
+
+@pytest.fixture(scope="session")
+def precompiled_drivers(local_registry):
+    """{kernel: digest} of the precompiled driver images in local_registry: <host>/nvidia/driver:535-<kernel>-rhcos4.18
+    for two RHCOS 4.18 kernels (a Docker schema 2 manifest, an OCI index), none for any other kernel."""
+    published = {}
+    for kernel, media_type in (("5.14.0-427.33.1.el9_4.x86_64", "docker"), ("5.14.0-427.50.1.el9_4.x86_64", "oci-index")):
+        published[kernel] = local_registry.push("nvidia/driver", ["535-%s-rhcos4.18" % kernel], media_type=media_type)
+    return published
