@@ -19,7 +19,18 @@ the annotation `sim.accelerators.gpu/hardware` (read by the simulator only, neve
         runtime: cri-o                          # or containerd
         nfd_style: vendor                       # `pci-10de`; or class-vendor: `pci-0302_10de`
         taints: []
-        faults: {stale_nfd_label: 415.92.202402201450-0, driver_build_fails: true, validation_fails: "ECC errors"}
+        faults: {stale_nfd_label: 415.92.202402201450-0, driver_build_fails: true, validation_fails: "ECC errors",
+                 never_returns: true, stale_nfd_after_upgrade: true}    # the last two: see mco.py
+    pools:                      # openshift: MachineConfigPools, rolled by the simulated MCO (mco.py)
+      - name: gpu-worker        # prefixed like the nodes
+        role: gpu-worker        # its nodes: this fleet's nodes of that role (default: the pool's name)
+        rhcos: 9.6.20260303-1   # its target; needed only when its nodes run several builds
+        paused: true
+        max_unavailable: 2      # or "25%"; default 1
+        reboot_seconds: 2       # simulated reboot and nfd-worker delay (defaults in mco.py)
+        nfd_lag_seconds: 1
+
+Nodes of a pool are at the rendered config of their own RHCOS build (`rendered-<pool>-<hash of the build>`).
 """
 
 import copy
@@ -38,7 +49,24 @@ FLEET_LABEL = "sim.accelerators.gpu/fleet"
 REGISTRY_CONFIGMAP = ("kube-system", "sim-registry")
 DTK_STREAM = ("openshift", "driver-toolkit")
 DTK_REPOSITORY = "quay.io/openshift-release-dev/ocp-v4.0-art-dev"
-FAULTS = ("stale_nfd_label", "driver_build_fails", "validation_fails", "no_nfd_labels")
+FAULTS = ("stale_nfd_label", "driver_build_fails", "validation_fails", "no_nfd_labels", "never_returns",
+          "stale_nfd_after_upgrade")
+# Labels nfd-worker recomputes after a reboot into another OS build.
+OS_LABEL_PREFIXES = (NFD + "system-os_release.", NFD + "kernel-version.")
+
+# The machine-config API: pools, rendered configs and the node annotations of the machine-config daemon.
+MCO_API = ("machineconfiguration.openshift.io", "v1")
+CURRENT_CONFIG = "machineconfiguration.openshift.io/currentConfig"
+DESIRED_CONFIG = "machineconfiguration.openshift.io/desiredConfig"
+MCD_STATE = "machineconfiguration.openshift.io/state"
+# On a rendered MachineConfig: the release that rendered it (as the real controller annotates), and the simulated
+# payload, the RHCOS build and kernel a node boots into (the real one only has an osImageURL digest).
+RELEASE_OF_CONFIG = "machineconfiguration.openshift.io/release-image-version"
+RHCOS_OF_CONFIG = "sim.accelerators.gpu/rhcos"
+KERNEL_OF_CONFIG = "sim.accelerators.gpu/kernel"
+# On a pool: how long the simulated reboot and the nfd-worker relabelling take.
+REBOOT_SECONDS = "sim.accelerators.gpu/reboot-seconds"
+NFD_LAG_SECONDS = "sim.accelerators.gpu/nfd-lag-seconds"
 
 # The kernel each RHEL minor's RHCOS build ships (one representative per stream).
 KERNEL_OF_RHEL = {
@@ -173,6 +201,78 @@ def expand_groups(fleet, prefix=""):
     return nodes
 
 
+def booted_os(rhcos, openshift_version=None, kernel=None):
+    """(os-release values, osImage, kernel) of a node running this RHCOS build; the kernel defaults to the build's."""
+    release, os_image, default_kernel, _rhcos = os_facts({"name": rhcos, "os": {"rhcos": rhcos}}, openshift_version)
+    return release, os_image, kernel or default_kernel
+
+
+def relabelled_for_os(labels, release, kernel, keep=()):
+    """A node's NFD labels once nfd-worker has seen it run another OS build: os-release and kernel labels are
+    recomputed (those the new OS lacks go), the others stay; labels named in `keep` keep their old value (stale)."""
+    fresh = nfd_labels(release, kernel, None, "vendor")
+    result = {k: v for k, v in labels.items() if not k.startswith(OS_LABEL_PREFIXES) or k in keep}
+    result.update({k: v for k, v in fresh.items() if k.startswith(OS_LABEL_PREFIXES) and k not in keep})
+    return result
+
+
+def rendered_config_name(pool, rhcos):
+    return "rendered-%s-%s" % (pool, hashlib.md5(rhcos.encode()).hexdigest())
+
+
+def rendered_config(pool, rhcos, openshift_version=None, kernel=None):
+    """The rendered MachineConfig of a pool at an RHCOS build: what the simulated MCO boots nodes into."""
+    kernel = booted_os(rhcos, openshift_version, kernel)[2]
+    annotations = {RHCOS_OF_CONFIG: rhcos, KERNEL_OF_CONFIG: kernel}
+    if openshift_version:
+        annotations[RELEASE_OF_CONFIG] = str(openshift_version)
+    return {"apiVersion": "%s/%s" % MCO_API, "kind": "MachineConfig",
+            "metadata": {"name": rendered_config_name(pool, rhcos), "annotations": annotations},
+            "spec": {"config": {"ignition": {"version": "3.4.0"}}}}
+
+
+def expand_pools(fleet, nodes, prefix=""):
+    """(MachineConfigPools, rendered MachineConfigs) of a fleet's `pools`; marks each member node as done at the
+    rendered config of its own RHCOS build."""
+    pools, configs = [], {}
+    openshift_version = (fleet.get("openshift") or {}).get("version")
+    for spec in fleet.get("pools") or []:
+        name = prefix + spec["name"]
+        role = spec.get("role", spec["name"])
+        role_label = "node-role.kubernetes.io/" + role
+        members = [n for n in nodes if role_label in n["labels"]]
+        if not members:
+            raise FleetError("pool %r: no node group has role %r" % (spec["name"], role))
+        builds = set()
+        for node in members:
+            hardware = json.loads(node["annotations"][HARDWARE_ANNOTATION])
+            if not hardware.get("rhcos"):
+                raise FleetError("pool %r: node %s does not run RHCOS" % (spec["name"], node["name"]))
+            config = rendered_config(name, hardware["rhcos"], openshift_version, hardware["kernel"])
+            configs.setdefault(config["metadata"]["name"], config)
+            node["annotations"].update({CURRENT_CONFIG: config["metadata"]["name"],
+                                        DESIRED_CONFIG: config["metadata"]["name"], MCD_STATE: "Done"})
+            builds.add(hardware["rhcos"])
+        target = spec.get("rhcos") or (builds.pop() if len(builds) == 1 else None)
+        if not target:
+            raise FleetError("pool %r: its nodes run %s: say which is its target (rhcos)" % (
+                spec["name"], ", ".join(sorted(builds))))
+        config = rendered_config(name, target, openshift_version)
+        configs.setdefault(config["metadata"]["name"], config)
+        selector = {role_label: ""}
+        if fleet.get("name"):
+            selector[FLEET_LABEL] = fleet["name"]
+        timings = {annotation: str(spec[key]) for key, annotation in (
+            ("reboot_seconds", REBOOT_SECONDS), ("nfd_lag_seconds", NFD_LAG_SECONDS)) if key in spec}
+        pools.append({
+            "apiVersion": "%s/%s" % MCO_API, "kind": "MachineConfigPool",
+            "metadata": {"name": name, "annotations": timings},
+            "spec": {"configuration": {"name": config["metadata"]["name"]}, "paused": bool(spec.get("paused")),
+                     "maxUnavailable": spec.get("max_unavailable", 1), "nodeSelector": {"matchLabels": selector},
+                     "machineConfigSelector": {"matchLabels": {"machineconfiguration.openshift.io/role": role}}}})
+    return pools, list(configs.values())
+
+
 def rhcos_versions(fleet):
     versions = {(g.get("os") or {}).get("rhcos") for g in fleet.get("nodes") or []}
     return sorted(v for v in versions if v)
@@ -190,6 +290,7 @@ class Fleet:
         self.client = client
         self.spec = spec
         self.nodes = expand_groups(spec, prefix)
+        self.pools, self.machine_configs = expand_pools(spec, self.nodes, prefix)
         self.dtk_tags = []
 
     @property
@@ -207,6 +308,11 @@ class Fleet:
         self._merge_registry(core)
         if self.spec.get("openshift") is not None:
             self._apply_openshift()
+        custom = kubernetes.client.CustomObjectsApi(self.client)
+        for config in self.machine_configs:
+            custom.create_cluster_custom_object(*MCO_API, "machineconfigs", config)
+        for pool in self.pools:
+            custom.create_cluster_custom_object(*MCO_API, "machineconfigpools", pool)
         return self
 
     def wait_ready(self, timeout=60):
@@ -219,6 +325,14 @@ class Fleet:
         return self
 
     def delete(self):
+        custom = kubernetes.client.CustomObjectsApi(self.client)
+        for plural, objects in (("machineconfigpools", self.pools), ("machineconfigs", self.machine_configs)):
+            for obj in objects:
+                try:
+                    custom.delete_cluster_custom_object(*MCO_API, plural, obj["metadata"]["name"])
+                except ApiException as error:
+                    if error.status != 404:
+                        raise
         core = kubernetes.client.CoreV1Api(self.client)
         for name in self.node_names:
             try:
@@ -227,7 +341,6 @@ class Fleet:
                 if error.status != 404:
                     raise
         if self.dtk_tags:
-            custom = kubernetes.client.CustomObjectsApi(self.client)
             stream = custom.get_namespaced_custom_object("image.openshift.io", "v1", DTK_STREAM[0], "imagestreams",
                                                          DTK_STREAM[1])
             keep = [t for t in stream["spec"].get("tags", []) if t.get("name") not in self.dtk_tags]
@@ -322,6 +435,10 @@ def ensure_cluster_version(client, version):
         if error.status != 409:
             raise
     custom.patch_cluster_custom_object_status(*args, "version", {"status": {
-        "desired": {"version": version, "image": "quay.io/openshift-release-dev/ocp-release:%s-x86_64" % version},
+        "desired": {"version": version, "image": release_image(version)},
         "history": [{"version": version, "state": "Completed", "startedTime": "2026-01-01T00:00:00Z",
                      "completionTime": "2026-01-01T01:00:00Z"}]}})
+
+
+def release_image(version):
+    return "quay.io/openshift-release-dev/ocp-release:%s-x86_64" % version

@@ -9,6 +9,7 @@
 - Validation workloads (Job pods labelled `app.kubernetes.io/component=gpu-validation`, or requesting
   `nvidia.com/gpu`) succeed only where driver and toolkit are Ready and no fault is injected.
 - OLM: a Subscription yields a ClusterServiceVersion in phase Succeeded and the operator's Deployment.
+- Machine-config: MachineConfigPools roll their nodes into new RHCOS builds (mco.py).
 
 Pods are recognised by the label `app.kubernetes.io/component` (values in COMPONENTS), which the
 collection's manifests set as the GPU Operator's do. All hardware truth comes from each node's
@@ -30,7 +31,8 @@ import time
 import kubernetes
 from kubernetes.client.rest import ApiException
 
-from .fleet import HARDWARE_ANNOTATION, REGISTRY_CONFIGMAP
+from .fleet import HARDWARE_ANNOTATION, MCO_API, REGISTRY_CONFIGMAP
+from .mco import MachineConfigOperator
 
 LOG = logging.getLogger("simulator")
 COMPONENT = "app.kubernetes.io/component"
@@ -246,6 +248,7 @@ class Simulator:
         self.timer_keys = set()
         self.written = {}  # pod uid -> the (state, reason, message) last written
         self.reconciled = set()  # (uid, generation) of operator resources already acted on
+        self.mco = None
 
     # -- watching ------------------------------------------------------------------------------
     def informer(self, name, list_fn, key_fn, store, **kwargs):
@@ -254,9 +257,12 @@ class Simulator:
                 try:
                     listing = list_fn(_preload_content=False, **kwargs)
                     data = json.loads(listing.data)
-                    store.clear()
-                    for item in data["items"]:
-                        store[key_fn(item)] = item
+                    # Swapped in without an empty moment: a reconciler reading the store meanwhile must not take
+                    # a half-listed pool of nodes for the whole one.
+                    listed = {key_fn(item): item for item in data["items"]}
+                    for key in set(store) - set(listed):
+                        store.pop(key, None)
+                    store.update(listed)
                     self.events.put(("resync", name, None))
                     version = data["metadata"]["resourceVersion"]
                     watch = kubernetes.watch.Watch()
@@ -293,6 +299,9 @@ class Simulator:
         if self._has_api("nfd.openshift.io", "v1"):
             self.informer("nodefeaturediscoveries", self._lister(*FEATURE_DISCOVERIES), _namespaced_key,
                           self.feature_discoveries)
+        if self._has_api(*MCO_API):
+            self.mco = MachineConfigOperator(self)
+            self.mco.start()
 
     def _has_api(self, group, version):
         groups = kubernetes.client.ApisApi(self.client).get_api_versions().groups
@@ -352,6 +361,14 @@ class Simulator:
                     self._guard(self.reconcile_subscription, subscription)
                 for discovery in list(self.feature_discoveries.values()):
                     self._guard(self.reconcile_feature_discovery, discovery)
+            if self.mco and (batch or dirty_nodes):
+                self.mco.reconcile()
+
+    def wake_at(self, when, node_name):
+        """Looks at the node again at that time (epoch seconds)."""
+        if (when, node_name) not in self.timer_keys:
+            self.timer_keys.add((when, node_name))
+            heapq.heappush(self.timers, (when, node_name))
 
     def _guard(self, fn, obj, *args):
         try:
@@ -371,9 +388,8 @@ class Simulator:
             if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                 continue
             state, reason, message, retry_at = outcome(pod, node, ready, self.registry, clock)
-            if retry_at and (retry_at, node_name) not in self.timer_keys:
-                self.timer_keys.add((retry_at, node_name))
-                heapq.heappush(self.timers, (retry_at, node_name))
+            if retry_at:
+                self.wake_at(retry_at, node_name)
             if state == "ready" and component(pod):
                 ready.add(component(pod))
             signature = [state, reason, message]
