@@ -135,7 +135,7 @@ class LocalRegistry:
     def _crane(self, *args, stdin=None):
         env = dict(os.environ, DOCKER_CONFIG=str(self.workdir / "docker"), SSL_CERT_FILE=self.ca_file)
         result = subprocess.run([str(self.bin_dir / "crane")] + list(args), input=stdin, env=env,
-                                capture_output=True, text=True)
+                                capture_output=True, text=True, check=False)
         if result.returncode:
             raise RegistryError("crane %s failed: %s" % (args[0], result.stderr.strip()))
         return result.stdout.strip()

@@ -118,9 +118,9 @@ def test_docker_config_from_secret_shapes():
 
 
 def test_candidates_in_order_until_one_answers_and_why_the_others_did_not():
+    mirrors = ['mirror-a.example.com/nvidia', 'mirror-b.example.com/nv', 'mirror-c.example.com/nv']
     rules = mirror_rules(itms=[{'metadata': {'name': 'disconnected'}, 'spec': {'imageTagMirrors': [
-        {'source': 'nvcr.io/nvidia', 'mirrors': ['mirror-a.example.com/nvidia', 'mirror-b.example.com/nv',
-                                                  'mirror-c.example.com/nv']}]}}])
+        {'source': 'nvcr.io/nvidia', 'mirrors': mirrors}]}}])
     transport = FakeRegistries({
         manifest_url('mirror-a.example.com', 'nvidia/driver', '535'): answer(404, body=NOT_FOUND_BODY),
         # mirror-b.example.com: connection refused
