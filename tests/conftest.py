@@ -2,9 +2,15 @@
 
 local_registry: one real OCI registry per test session (tools/localregistry), started only by the tests that
 ask for it: TLS from a CA made for it and htpasswd basic auth. precompiled_drivers fills it.
+offline_bundle: the offline install bundle, built once per test session by the tests that ask for it.
 """
 
+import subprocess
+from pathlib import Path
+
 import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="session")
@@ -26,3 +32,14 @@ def precompiled_drivers(local_registry):
     for kernel, media_type in (("5.14.0-427.33.1.el9_4.x86_64", "docker"), ("5.14.0-427.50.1.el9_4.x86_64", "oci-index")):
         published[kernel] = local_registry.push("nvidia/driver", ["535-%s-rhcos4.18" % kernel], media_type=media_type)
     return published
+
+
+@pytest.fixture(scope="session")
+def offline_bundle(tmp_path_factory):
+    """The offline bundle's tarball, built by tools/bundle/make-bundle.sh into <tmp>/.build/bundle/ (where the
+    execution environment definition looks for it, relative to its own directory)."""
+    out = tmp_path_factory.mktemp("bundle-build") / ".build" / "bundle"
+    result = subprocess.run(["bash", str(ROOT / "tools" / "bundle" / "make-bundle.sh"), str(out)],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, "make-bundle.sh failed:\n%s" % result.stderr[-3000:]
+    return Path(result.stdout.strip())

@@ -14,7 +14,6 @@ import pytest
 import yaml
 
 from gpu_fleet import RHCOS_416, fleet, selector
-from playbook import ROOT
 
 pytestmark = pytest.mark.bundle
 
@@ -39,9 +38,8 @@ def clean_env():
     return env
 
 
-def test_bundle_installs_offline_and_runs(cluster, make_fleet, tmp_path, clean_env):
-    tarball = run(["bash", os.path.join(ROOT, "tools", "bundle", "make-bundle.sh"), str(tmp_path / "out")]).strip()
-    with tarfile.open(tarball) as archive:
+def test_bundle_installs_offline_and_runs(cluster, make_fleet, tmp_path, clean_env, offline_bundle):
+    with tarfile.open(offline_bundle) as archive:
         archive.extractall(tmp_path / "unpacked")
     [bundle] = (tmp_path / "unpacked").iterdir()
     assert sorted(path.name for path in (bundle / "collections").iterdir()) == [
