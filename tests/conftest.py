@@ -1,7 +1,8 @@
 """Fixtures shared by every test directory.
 
 local_registry: one real OCI registry per test session (tools/localregistry), started only by the tests that
-ask for it: TLS from a CA made for it and htpasswd basic auth. precompiled_drivers fills it.
+ask for it: TLS from a CA made for it and htpasswd basic auth. precompiled_drivers fills it. token_registry: the
+same with the bearer-token flow instead of basic auth.
 offline_bundle: the offline install bundle, built once per test session by the tests that ask for it.
 """
 
@@ -13,15 +14,25 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="session")
-def local_registry(tmp_path_factory):
-    from localregistry import LocalRegistry  # only sessions that use the registry need its binaries
+def _registry(tmp_path_factory, auth):
+    from localregistry import LocalRegistry  # only sessions that use a registry need its binaries
 
-    registry = LocalRegistry(tmp_path_factory.mktemp("registry")).start()
+    registry = LocalRegistry(tmp_path_factory.mktemp("registry-" + auth), auth=auth).start()
     try:
         yield registry
     finally:
         registry.stop()
+
+
+@pytest.fixture(scope="session")
+def local_registry(tmp_path_factory):
+    yield from _registry(tmp_path_factory, "htpasswd")
+
+
+@pytest.fixture(scope="session")
+def token_registry(tmp_path_factory):
+    """A registry asking for bearer tokens from its token service (token_registry.token_service)."""
+    yield from _registry(tmp_path_factory, "token")
 
 
 @pytest.fixture(scope="session")

@@ -291,6 +291,9 @@ class RegistryClient:
             return basic, None
         if scheme != 'bearer' or not params.get('realm'):
             return None, 'unsupported authentication challenge %r from %s' % (scheme or '', host)
+        if not params['realm'].startswith('https://'):
+            # The pull secret's credentials go to the realm: never in clear text.
+            return None, 'token service %s of %s is not HTTPS' % (params['realm'], host)
         query = {'scope': 'repository:%s:pull' % repository}
         if params.get('service'):
             query['service'] = params['service']

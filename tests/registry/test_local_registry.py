@@ -1,5 +1,5 @@
 """module_utils.registry against a real OCI registry (tools/localregistry) on loopback: TLS with a test CA,
-basic auth from a pull secret, mirror rules whose sources do not exist (the `.invalid` domain never resolves,
+basic auth or bearer tokens from a pull secret, mirror rules whose sources do not exist (the `.invalid` domain never resolves,
 so no request leaves the machine)."""
 
 import pytest
@@ -89,3 +89,22 @@ def test_tls_needs_the_registry_ca_unless_verification_is_off(local_registry, pr
     assert untrusted["message"] == "%s: TLS: certificate verify failed: unable to get local issuer certificate" % (
         local_registry.host)
     assert client(local_registry, ca_file=None, verify=False).image_exists(image)["exists"] is True
+
+
+def test_bearer_token_flow_through_a_mirror(token_registry):
+    token_registry.push("nvidia/driver", [tag(KERNEL), tag(KERNEL_OCI_INDEX)])
+    checker = client(token_registry, tag_mirror(token_registry))
+    issued = token_registry.token_service.issued
+    for kernel in (KERNEL, KERNEL_OCI_INDEX):
+        result = checker.image_exists("%s/driver:%s" % (SOURCE, tag(kernel)))
+        assert result["found"] == "%s/nvidia/driver:%s" % (token_registry.host, tag(kernel))
+    # One token, scoped to the repository, serves every check of it.
+    assert token_registry.token_service.issued == issued + 1
+    assert [a["reason"] for a in checker.image_exists("%s/driver:%s" % (SOURCE, tag(KERNEL_UNPUBLISHED)))[
+        "attempts"]] == [NOT_FOUND, CONNECTION]
+
+    [anonymous] = client(token_registry, secrets=[]).image_exists(
+        "%s/nvidia/driver:%s" % (token_registry.host, tag(KERNEL)))["attempts"]
+    assert (anonymous["status"], anonymous["reason"]) == (401, UNAUTHORIZED)
+    assert anonymous["message"] == "token service %s answered HTTP 401 (no credentials for %s in the pull secrets)" % (
+        token_registry.token_service.realm, token_registry.host)

@@ -212,6 +212,15 @@ def test_bearer_token_flow_is_scoped_and_the_token_is_reused():
                                   'the pull secrets)' % realm)
 
 
+def test_credentials_never_go_to_a_plain_http_token_service():
+    url = manifest_url('r.io', 'a', '1')
+    transport = FakeRegistries({url: answer(401, {'www-authenticate': 'Bearer realm="http://auth.r.io/token"'})})
+    [attempt] = RegistryClient(transport, [{'auths': {'r.io': auth('u')}}]).image_exists('r.io/a:1')['attempts']
+    assert (attempt['reason'], attempt['message']) == (UNAUTHORIZED, 'token service http://auth.r.io/token of r.io is '
+                                                                     'not HTTPS')
+    assert len(transport.calls) == 1
+
+
 def test_docker_hub_short_names_and_digests_and_head_not_allowed():
     transport = FakeRegistries({
         manifest_url('registry-1.docker.io', 'library/ubuntu', DIGEST): lambda method, headers: (
