@@ -67,6 +67,16 @@ def cluster(tmp_path_factory):
         plane.down()
 
 
+@pytest.fixture(scope="session")
+def kubernetes_cluster(tmp_path_factory):
+    """A second, vanilla cluster (no OpenShift APIs), started only when a test asks for it."""
+    plane = start_cluster(tmp_path_factory, "kubernetes")
+    try:
+        yield Cluster(plane.kubeconfig, "kubernetes")
+    finally:
+        plane.down()
+
+
 def _test_id(request):
     return hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:6]
 
@@ -96,11 +106,13 @@ def _has_default_service_account(cluster, namespace):
 
 @pytest.fixture
 def make_fleet(cluster, request):
-    """Creates the nodes of a fleet spec (dict), named with this test's prefix, and removes them after."""
+    """Creates the nodes of a fleet spec (dict), named with this test's prefix, and removes them after.
+
+    `on` is the cluster to create them in (the session's openshift-flavoured one by default)."""
     created = []
 
-    def make(spec):
-        made = fleet.Fleet(cluster.client, spec, prefix="%s-" % _test_id(request)).apply()
+    def make(spec, on=None):
+        made = fleet.Fleet((on or cluster).client, spec, prefix="%s-" % _test_id(request)).apply()
         created.append(made)
         return made.wait_ready()
 
