@@ -11,7 +11,7 @@ export PATH := $(BIN):$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PYTHONPATH := $(COLLECTIONS):$(CURDIR)/tools
 
-.PHONY: help deps collection test lint sanity build pytest demo down clean
+.PHONY: help deps collection test lint sanity build pytest demo down clean bundle
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -19,6 +19,7 @@ help: ## list the targets
 deps: ## install system packages and build (or reuse) the control-plane binaries
 	@bash tools/install-system-deps.sh
 	@bash tools/localcluster/build-binaries.sh >/dev/null
+	@bash tools/localregistry/build-binaries.sh >/dev/null
 
 collection: ## make the checkout importable as accelerators.gpu
 	@mkdir -p $(COLLECTIONS)/ansible_collections/accelerators
@@ -51,6 +52,9 @@ demo: deps collection ## start the simulated OpenShift cluster with a mixed flee
 	python -m localcluster up --flavour openshift --fleet tools/localcluster/fleets/demo.yml
 	@python -m localcluster nodes
 	@echo; echo "The cluster keeps running: export KUBECONFIG=$(CURDIR)/.cluster/kubeconfig; stop it with: make down"
+
+bundle: collection ## offline install bundle: the collection, kubernetes.core and the runtime wheels (.build/bundle/)
+	bash tools/bundle/make-bundle.sh
 
 down: ## stop the demo cluster and everything it started
 	python -m localcluster down
