@@ -178,8 +178,10 @@ def _epoch(timestamp):
 def pod_ip(pod, node):
     if pod["spec"].get("hostNetwork"):
         return node_ip(node)
+    # Nothing ever connects to a simulated pod. EndpointSlices refuse loopback addresses, so pods get
+    # addresses from 198.18.0.0/15, the range reserved for benchmarking and never routed.
     digest = hashlib.sha256(pod["metadata"]["uid"].encode()).digest()
-    return "127.%d.%d.%d" % (128 + digest[0] % 64, digest[1], digest[2] % 254 + 1)
+    return "198.%d.%d.%d" % (18 + digest[0] % 2, digest[1], digest[2] % 254 + 1)
 
 
 def node_ip(node):
