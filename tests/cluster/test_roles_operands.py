@@ -5,7 +5,6 @@ import datetime
 import json
 import os
 
-import pytest
 from kubernetes.client.rest import ApiException
 
 from gpu_fleet import RHCOS_416, fleet
