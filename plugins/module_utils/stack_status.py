@@ -1,0 +1,114 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The per-node status table of the GPU stack, from the objects the status playbook reads."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+COMPONENT = 'app.kubernetes.io/component'
+# Table columns of the operands, by the app.kubernetes.io/component of their pods.
+OPERANDS = (('driver', 'nvidia-driver'), ('toolkit', 'nvidia-container-toolkit'),
+            ('device_plugin', 'nvidia-device-plugin'), ('dcgm_exporter', 'nvidia-dcgm-exporter'))
+CHECK_LABEL = 'accelerators.gpu/validation'
+NODE_ANNOTATION = 'accelerators.gpu/node'
+HEADERS = (('node', 'NODE'), ('gpus', 'GPUS'), ('os', 'RHCOS / KERNEL'), ('driver_daemonset', 'DRIVER DAEMONSET'),
+           ('driver', 'DRIVER'), ('toolkit', 'TOOLKIT'), ('device_plugin', 'DEVICE PLUGIN'),
+           ('dcgm_exporter', 'DCGM EXPORTER'), ('allocatable', 'ALLOCATABLE'), ('validation', 'LAST VALIDATION'))
+
+
+def pod_readiness(pod):
+    """'ready', or why not: the first waiting or terminated reason of its containers, else its phase."""
+    status = pod.get('status') or {}
+    containers = (status.get('initContainerStatuses') or []) + (status.get('containerStatuses') or [])
+    if status.get('phase') == 'Running' and (status.get('containerStatuses') or []) and all(
+            c.get('ready') for c in status.get('containerStatuses') or []):
+        return 'ready'
+    for container in containers:
+        state = container.get('state') or {}
+        reason = (state.get('waiting') or state.get('terminated') or {}).get('reason')
+        if reason and reason != 'Completed':
+            return reason
+    return status.get('phase') or 'Unknown'
+
+
+def _job_result(job):
+    status = job.get('status') or {}
+    if status.get('succeeded'):
+        return 'ok'
+    if status.get('failed'):
+        return 'failed'
+    return 'running'
+
+
+def last_validations(jobs):
+    """{node: {check: {result, time}}} of the kept validation Jobs, the newest per node and check."""
+    found = {}
+    for job in jobs:
+        meta = job.get('metadata') or {}
+        node = (meta.get('annotations') or {}).get(NODE_ANNOTATION)
+        check = (meta.get('labels') or {}).get(CHECK_LABEL)
+        if not node or not check:
+            continue
+        status = job.get('status') or {}
+        when = status.get('completionTime') or status.get('startTime') or meta.get('creationTimestamp') or ''
+        known = found.setdefault(node, {}).get(check)
+        if known is None or when >= known['time']:
+            found[node][check] = {'result': _job_result(job), 'time': when}
+    return found
+
+
+def node_rows(facts, nodes, pods, jobs, resource='nvidia.com/gpu'):
+    """One row a GPU node: facts are nfd_labels' nodes, nodes the Node objects, pods the stack's pods, jobs its
+    validation Jobs (all as dicts). Columns are HEADERS' keys; an operand column is 'ready', why it is not, or '-'."""
+    objects = dict((node['metadata']['name'], node) for node in nodes)
+    pods_by_node = {}
+    for pod in pods:
+        node = (pod.get('spec') or {}).get('nodeName')
+        component = ((pod.get('metadata') or {}).get('labels') or {}).get(COMPONENT)
+        if node and component:
+            pods_by_node.setdefault(node, {})[component] = pod
+    validations = last_validations(jobs)
+    rows = []
+    for fact in facts:
+        if not fact.get('gpu_present'):
+            continue
+        name = fact['name']
+        status = (objects.get(name) or {}).get('status') or {}
+        on_node = pods_by_node.get(name, {})
+        driver_label = (fact.get('deploy_labels') or {}).get('driver')
+        row = {
+            'node': name,
+            'gpus': fact.get('gpu_count') or int((status.get('capacity') or {}).get(resource, 0) or 0) or None,
+            'os': fact.get('rhcos_version') or (fact.get('kernel') or {}).get('running'),
+            'allocatable': int((status.get('allocatable') or {}).get(resource, 0) or 0),
+            'validation': dict((check, entry['result']) for check, entry in sorted(validations.get(name, {}).items())),
+            'validated_at': max([entry['time'] for entry in validations.get(name, {}).values()] or [None]),
+        }
+        for column, component in OPERANDS:
+            row[column] = pod_readiness(on_node[component]) if component in on_node else '-'
+        driver_pod = on_node.get('nvidia-driver')
+        row['driver_daemonset'] = (((driver_pod.get('metadata') or {}).get('labels') or {}).get('app') if driver_pod
+                                   else driver_label if driver_label not in (None, 'true') else '-')
+        if row['driver'] == '-' and driver_label == 'pre-installed':
+            row['driver'] = 'host'
+        row['ready'] = (all(row[column] in ('ready', 'host') for column, _component in OPERANDS)
+                        and row['allocatable'] > 0 and bool(row['validation'])
+                        and all(result == 'ok' for result in row['validation'].values()))
+        rows.append(row)
+    return rows
+
+
+def _cell(row, key):
+    value = row[key]
+    if key == 'validation':
+        return ' '.join('%s:%s' % item for item in value.items()) + (
+            ' (%s)' % row['validated_at'] if row['validated_at'] else '') if value else '-'
+    return '-' if value is None else str(value)
+
+
+def table_lines(rows):
+    """The rows as aligned text lines under a header, for people."""
+    cells = [[title for _key, title in HEADERS]] + [[_cell(row, key) for key, _title in HEADERS] for row in rows]
+    widths = [max(len(line[index]) for line in cells) for index in range(len(HEADERS))]
+    return ['  '.join(text.ljust(width) for text, width in zip(line, widths)).rstrip() for line in cells]

@@ -1,0 +1,56 @@
+"""The status table: operand readiness per node, newest validation per check, host drivers, alignment."""
+
+from ansible_collections.accelerators.gpu.plugins.module_utils.stack_status import node_rows, table_lines
+
+
+def pod(node, component, app=None, ready=True, reason=None):
+    status = {"phase": "Running" if ready else "Pending",
+              "containerStatuses": [{"ready": ready, "state": {"waiting": {"reason": reason}} if reason else {}}]}
+    return {"metadata": {"labels": {"app.kubernetes.io/component": component, "app": app or component}},
+            "spec": {"nodeName": node}, "status": status}
+
+
+def job(node, check, succeeded=0, failed=0, time="2026-01-01T00:00:00Z"):
+    return {"metadata": {"labels": {"accelerators.gpu/validation": check},
+                         "annotations": {"accelerators.gpu/node": node}},
+            "status": {"succeeded": succeeded, "failed": failed, "completionTime": time}}
+
+
+def fact(name, gpu=True, driver="true", rhcos="9.6.20260303-1"):
+    return {"name": name, "gpu_present": gpu, "gpu_count": None, "rhcos_version": rhcos,
+            "kernel": {"running": "5.15.0-100-generic"}, "deploy_labels": {"driver": driver}}
+
+
+def node(name, gpus):
+    return {"metadata": {"name": name},
+            "status": {"capacity": {"nvidia.com/gpu": str(gpus)}, "allocatable": {"nvidia.com/gpu": str(gpus)}}}
+
+
+OPERANDS = ("nvidia-container-toolkit", "nvidia-device-plugin", "nvidia-dcgm-exporter")
+
+
+def test_ready_node_pre_installed_driver_and_a_failing_pull():
+    pods = [pod("a", "nvidia-driver", app="nvidia-driver-daemonset-9.6.20260303-1")]
+    pods += [pod("a", component) for component in OPERANDS] + [pod("b", component) for component in OPERANDS[:1]]
+    pods.append(pod("b", "nvidia-device-plugin", ready=False, reason="ImagePullBackOff"))
+    jobs = [job("a", "toolkit", failed=1, time="2026-01-01T00:00:00Z"),
+            job("a", "toolkit", succeeded=1, time="2026-01-02T00:00:00Z"), job("a", "cuda", succeeded=1)]
+    rows = node_rows([fact("a"), fact("b", driver="pre-installed", rhcos=None), fact("cpu", gpu=False)],
+                     [node("a", 8), node("b", 0)], pods, jobs)
+    assert [row["node"] for row in rows] == ["a", "b"]
+    first, second = rows
+    assert first["ready"] and first["validation"] == {"cuda": "ok", "toolkit": "ok"}
+    assert (first["gpus"], first["allocatable"], first["driver_daemonset"]) == (8, 8, "nvidia-driver-daemonset-9.6.20260303-1")
+    assert first["validated_at"] == "2026-01-02T00:00:00Z"
+    assert (second["driver"], second["driver_daemonset"], second["os"]) == ("host", "pre-installed", "5.15.0-100-generic")
+    assert (second["device_plugin"], second["dcgm_exporter"], second["ready"]) == ("ImagePullBackOff", "-", False)
+    assert second["gpus"] is None and second["validation"] == {}
+
+
+def test_table_lines_align_under_the_header():
+    rows = node_rows([fact("gpu-node-0")], [node("gpu-node-0", 4)], [], [job("gpu-node-0", "cuda", failed=1)])
+    lines = table_lines(rows)
+    assert lines[0].split()[:2] == ["NODE", "GPUS"]
+    assert lines[1].startswith("gpu-node-0  4  ")
+    assert lines[0].index("GPUS") == lines[1].index("4 ")
+    assert lines[1].endswith("cuda:failed (2026-01-01T00:00:00Z)")
