@@ -32,7 +32,8 @@ except ImportError:
     class DynamicApiError(Exception):
         pass
 
-    TransportError = DynamicApiError
+    class TransportError(Exception):
+        pass
 
 FIELD_MANAGER = 'accelerators.gpu'
 DEFAULT_PAGE_SIZE = 500
@@ -142,8 +143,7 @@ class ClusterAPI:
         while True:
             page = self._request('GET', path, label_selector=label_selector or None, limit=page_size,
                                  _continue=token)
-            for item in page.get('items') or []:
-                yield item
+            yield from page.get('items') or []
             token = (page.get('metadata') or {}).get('continue')
             if not token:
                 return

@@ -162,7 +162,7 @@ def run(module, api):
     result = {
         'changed': False,
         'created': [daemonset['metadata']['name'] for daemonset in changes['create']],
-        'updated': [desired['metadata']['name'] for _, desired in changes['update']],
+        'updated': [desired['metadata']['name'] for _existing, desired in changes['update']],
         'unchanged': changes['unchanged'],
         'deleted': [],
         'blocked': plan['blocked'],
@@ -188,10 +188,18 @@ def run(module, api):
         return result
     diffs = []
     existing_by_name = dict((daemonset['metadata']['name'], daemonset) for daemonset in existing)
-    for before, desired in [(None, daemonset) for daemonset in changes['create']] + changes['update']:
-        diffs.append(_diff(desired['metadata']['name'], before, api.apply_daemonset(desired)))
-    for name in changes['delete']:
-        _delete(api, existing_by_name[name], result, diffs)
+    applied = []
+    try:
+        for before, desired in [(None, daemonset) for daemonset in changes['create']] + changes['update']:
+            name = desired['metadata']['name']
+            diffs.append(_diff(name, before, api.apply_daemonset(desired)))
+            applied.append(name)
+        for name in changes['delete']:
+            _delete(api, existing_by_name[name], result, diffs)
+    except APIError as error:
+        raise TaskError('%s (before this failure: applied %s; deleted %s)' % (
+            error, ', '.join(applied) or 'none', ', '.join(result['deleted']) or 'none'),
+            status=error.status, plan=result)
     result['changed'] = bool(diffs)
     if module._diff:
         result['diff'] = diffs

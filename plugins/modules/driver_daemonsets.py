@@ -10,7 +10,7 @@ DOCUMENTATION = r'''
 module: driver_daemonsets
 short_description: NVIDIA driver DaemonSets per RHCOS version, per kernel, or one for all GPU nodes
 version_added: 0.1.0
-author: accelerators.gpu developers
+author: accelerators.gpu developers (@accelerators-gpu)
 description:
   - Computes the driver DaemonSets the GPU nodes need and brings the namespace in line with them, with the GPU
     Operator's names, labels, node selectors and DTK side-car layout, so that its tooling keeps working.

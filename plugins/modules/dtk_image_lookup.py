@@ -10,7 +10,7 @@ DOCUMENTATION = r'''
 module: dtk_image_lookup
 short_description: Driver Toolkit (DTK) image of each RHCOS version, as the nodes will pull it
 version_added: 0.1.0
-author: accelerators.gpu developers
+author: accelerators.gpu developers (@accelerators-gpu)
 description:
   - For a list of RHCOS versions (typically C(rhcos_versions) of M(accelerators.gpu.nfd_labels)), returns the DTK
     image of each from the C(openshift/driver-toolkit) ImageStream (C(.spec.tags[name].from.name), C(latest) skipped),

@@ -10,7 +10,7 @@ DOCUMENTATION = r'''
 module: nfd_labels
 short_description: GPU, kernel and OS facts of nodes from their Node Feature Discovery labels
 version_added: 0.1.0
-author: accelerators.gpu developers
+author: accelerators.gpu developers (@accelerators-gpu)
 description:
   - Reads nodes (optionally label-selected, in pages) and returns per node whether it carries an NVIDIA GPU
     (either NFD PCI label shape, C(pci-10de.present) or C(pci-0302_10de.present)/C(pci-0300_10de.present)),
@@ -82,8 +82,10 @@ options:
     default: [driver, container-toolkit, device-plugin, dcgm-exporter, gpu-feature-discovery, operator-validator]
 attributes:
   check_mode:
+    description: Label patches are sent as server-side dry runs, so the API server validates them and stores nothing.
     support: full
   diff_mode:
+    description: Returns the managed labels of each node that changes, before and after.
     support: full
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options

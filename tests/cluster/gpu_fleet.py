@@ -1,5 +1,6 @@
 """Fleets and cluster reads shared by the module tests."""
 
+import collections
 import os
 
 RHCOS_416 = "416.94.202405081406-0"
@@ -42,10 +43,13 @@ def daemonset_versions(cluster, namespace):
             for ds in cluster.apps.list_namespaced_daemon_set(namespace).items}
 
 
+DriverPod = collections.namedtuple("DriverPod", "daemonset node ready")
+
+
 def driver_pods(cluster, namespace):
-    """{pod name: (DaemonSet name, node, Ready)} of the namespace's driver pods."""
+    """{pod name: DriverPod} of the namespace's driver pods."""
     pods = cluster.core.list_namespaced_pod(namespace, label_selector="app.kubernetes.io/component=nvidia-driver")
-    return {p.metadata.name: (p.metadata.labels["app"], p.spec.node_name, ready(p)) for p in pods.items}
+    return {p.metadata.name: DriverPod(p.metadata.labels["app"], p.spec.node_name, ready(p)) for p in pods.items}
 
 
 def settled(cluster, namespace):

@@ -28,11 +28,11 @@ def label_gpu_nodes(cluster, spec):
 def placement(cluster, namespace):
     """{DaemonSet name: sorted nodes of its Ready pods}, once every driver pod of the namespace is Ready."""
     pods = driver_pods(cluster, namespace)
-    if not pods or not all(is_ready for _, _, is_ready in pods.values()):
+    if not pods or not all(pod.ready for pod in pods.values()):
         return None
     placed = {}
-    for daemonset, node, _ in pods.values():
-        placed.setdefault(daemonset, []).append(node)
+    for pod in pods.values():
+        placed.setdefault(pod.daemonset, []).append(pod.node)
     return {daemonset: sorted(nodes) for daemonset, nodes in placed.items()}
 
 
@@ -103,12 +103,12 @@ def test_node_upgraded_to_a_third_rhcos_version(cluster, namespace, make_fleet):
     args = {"namespace": namespace, "label_selector": selector(spec), "driver": driver(spec)}
     assert run(cluster, MODULE, args)["created"] == [DS_416, DS_96]
     wait_placed(cluster, namespace, {DS_416: [node_a], DS_96: [b0, b1]})
-    [old_pod] = [name for name, (ds, _, _) in driver_pods(cluster, namespace).items() if ds == DS_416]
+    [old_pod] = [name for name, pod in driver_pods(cluster, namespace).items() if pod.daemonset == DS_416]
 
     # Node a reboots into RHCOS 418: its osImage says so at once, NFD's label follows within its sleepInterval.
     cluster.core.patch_node_status(node_a, {"status": {"nodeInfo": {
         "osImage": "Red Hat Enterprise Linux CoreOS %s (Plow)" % RHCOS_418}}})
-    wait_for(lambda: driver_pods(cluster, namespace)[old_pod][2] is False,
+    wait_for(lambda: driver_pods(cluster, namespace)[old_pod].ready is False,
              message="the RHCOS 416 driver pod failing on the RHCOS 418 node")
     midway = run(cluster, MODULE, args)
     assert not midway.get("failed"), midway.get("msg")

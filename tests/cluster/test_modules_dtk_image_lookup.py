@@ -10,7 +10,7 @@ from kubernetes.client.rest import ApiException
 
 from gpu_fleet import RHCOS_416, RHCOS_96, fleet
 from localcluster.fleet import dtk_image
-from playbook import run
+from playbook import run, warm_up
 
 MODULE = "accelerators.gpu.dtk_image_lookup"
 ART = "quay.io/openshift-release-dev/ocp-v4.0-art-dev"
@@ -51,6 +51,7 @@ def test_tags_broken_stream_overrides_and_mirror_rules(cluster, make_fleet, mirr
     itms = mirror_sets("ImageTagMirrorSet", "imagetagmirrorsets", "config.openshift.io/v1", {
         "imageTagMirrors": [{"source": "registry.example.test/pinned", "mirrors": ["mirror.example.test/pinned"],
                              "mirrorSourcePolicy": "NeverContactSource"}]})
+    warm_up(cluster)
     pinned = "registry.example.test/pinned/dtk:9.6"
     unknown = "9.6.20260101-0"
     result = run(cluster, MODULE, {"versions": [RHCOS_416, RHCOS_96, unknown, RHCOS_416],

@@ -49,41 +49,41 @@ class Module:
         self.check_mode = check_mode
 
 
-def make_api(monkeypatch, answers, check_mode=False):
-    client = DynamicClient(answers)
+def make_api(monkeypatch, client, check_mode=False):
+    """A ClusterAPI whose kubernetes.core client is the given stand-in."""
     monkeypatch.setattr(cluster_api, 'get_api_client', lambda module: type('K8SClient', (), {'client': client}))
-    return ClusterAPI(Module(check_mode)), client
+    return ClusterAPI(Module(check_mode))
 
 
 def test_lists_page_by_page(monkeypatch):
     pages = {None: {'items': [{'n': 1}, {'n': 2}], 'metadata': {'continue': 'a'}},
              'a': {'items': [{'n': 3}], 'metadata': {'continue': ''}}}
-    api, client = make_api(monkeypatch, {('GET', '/api/v1/nodes'): lambda params: pages[params['_continue']]})
+    client = DynamicClient({('GET', '/api/v1/nodes'): lambda params: pages[params['_continue']]})
+    api = make_api(monkeypatch, client)
     assert [node['n'] for node in api.list_nodes('gpu=true', page_size=2)] == [1, 2, 3]
-    assert [params for _, _, _, params in client.requests] == [
+    assert [request[3] for request in client.requests] == [
         {'label_selector': 'gpu=true', 'limit': 2, '_continue': None},
         {'label_selector': 'gpu=true', 'limit': 2, '_continue': 'a'}]
 
 
 def test_dtk_stream_absence_is_told_apart(monkeypatch):
     path = '/apis/image.openshift.io/v1/namespaces/openshift/imagestreams/driver-toolkit'
-    api, _ = make_api(monkeypatch, {('GET', path): (404, json.dumps(NOT_FOUND_OBJECT))})
-    assert api.read_dtk_imagestream() == (None, STREAM_MISSING)
-    api, _ = make_api(monkeypatch, {('GET', path): (404, '404 page not found\n')})
-    assert api.read_dtk_imagestream() == (None, NOT_OPENSHIFT)
-    api, _ = make_api(monkeypatch, {('GET', path): {'kind': 'ImageStream'}})
-    assert api.read_dtk_imagestream() == ({'kind': 'ImageStream'}, None)
-    api, _ = make_api(monkeypatch, {('GET', path): (403, json.dumps({'message': 'imagestreams is forbidden'}))})
+
+    def read(answer):
+        return make_api(monkeypatch, DynamicClient({('GET', path): answer})).read_dtk_imagestream()
+    assert read((404, json.dumps(NOT_FOUND_OBJECT))) == (None, STREAM_MISSING)
+    assert read((404, '404 page not found\n')) == (None, NOT_OPENSHIFT)
+    assert read({'kind': 'ImageStream'}) == ({'kind': 'ImageStream'}, None)
     with pytest.raises(APIError) as error:
-        api.read_dtk_imagestream()
+        read((403, json.dumps({'message': 'imagestreams is forbidden'})))
     assert str(error.value) == 'GET %s: HTTP 403: imagestreams is forbidden' % path
 
 
 def test_absent_mirror_set_apis_give_empty_lists(monkeypatch):
-    api, _ = make_api(monkeypatch, {
+    api = make_api(monkeypatch, DynamicClient({
         ('GET', '/apis/config.openshift.io/v1/imagedigestmirrorsets'): {'items': [{'kind': 'IDMS'}], 'metadata': {}},
         ('GET', '/apis/config.openshift.io/v1/imagetagmirrorsets'): (404, '404 page not found'),
-        ('GET', '/apis/operator.openshift.io/v1alpha1/imagecontentsourcepolicies'): (404, '404 page not found')})
+        ('GET', '/apis/operator.openshift.io/v1alpha1/imagecontentsourcepolicies'): (404, '404 page not found')}))
     assert api.list_mirror_sets() == {'idms': [{'kind': 'IDMS'}], 'itms': [], 'icsp': []}
 
 
@@ -91,7 +91,8 @@ def test_writes_are_dry_runs_in_check_mode(monkeypatch):
     daemonset = {'metadata': {'name': 'ds', 'namespace': 'gpu'}}
     ds_path = '/apis/apps/v1/namespaces/gpu/daemonsets/ds'
     answers = {('PATCH', ds_path): daemonset, ('DELETE', ds_path): {}, ('PATCH', '/api/v1/nodes/w1'): {}}
-    api, client = make_api(monkeypatch, answers, check_mode=True)
+    client = DynamicClient(answers)
+    api = make_api(monkeypatch, client, check_mode=True)
     api.apply_daemonset(daemonset)
     api.delete_daemonset('gpu', 'ds', 'uid-1', '42')
     api.patch_node_labels('w1', {'a': None}, '7')
@@ -104,8 +105,8 @@ def test_writes_are_dry_runs_in_check_mode(monkeypatch):
     assert patch[2] == {'metadata': {'labels': {'a': None}, 'resourceVersion': '7'}}
     assert patch[3] == {'dry_run': 'All', 'content_type': 'application/merge-patch+json'}
 
-    api, client = make_api(monkeypatch, answers)
-    api.delete_daemonset('gpu', 'ds', 'uid-1', '42')
+    client = DynamicClient(answers)
+    make_api(monkeypatch, client).delete_daemonset('gpu', 'ds', 'uid-1', '42')
     assert 'dryRun' not in client.requests[0][2] and 'dry_run' not in client.requests[0][3]
 
 
@@ -114,11 +115,10 @@ def test_requests_are_counted_by_verb_from_creation_on(monkeypatch):
         def __getattr__(self, verb):
             return lambda *args, **kwargs: 'sent'
 
-    api, _ = make_api(monkeypatch, {})
+    api = make_api(monkeypatch, DynamicClient({}))
     client = kubernetes.client.ApiClient()
     client.rest_client = RestClient()
     for verb in ('GET', 'GET', 'PATCH', 'DELETE'):
         client.request(verb, 'https://127.0.0.1/api')
     assert api.request_counts() == {'GET': 2, 'PATCH': 1, 'DELETE': 1}
-    later, _ = make_api(monkeypatch, {})
-    assert later.request_counts() == {}
+    assert make_api(monkeypatch, DynamicClient({})).request_counts() == {}

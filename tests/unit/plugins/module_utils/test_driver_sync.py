@@ -3,7 +3,7 @@
 
 import pytest
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import TaskError
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import APIError, TaskError
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import desired_driver_daemonsets
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_sync import (
     given_dtk_images, given_node_facts, run)
@@ -119,6 +119,23 @@ def test_a_daemonset_changed_since_it_was_read_is_not_deleted():
     assert result['deleted'] == []
     assert result['kept'] == [{'name': DS_416, 'reason': (
         'not deleted: it changed since it was read (resourceVersion 7), so its pods may have changed too; run again')}]
+
+
+def test_a_failed_write_says_what_was_written_before():
+    cluster = FakeCluster([rhcos_node('w1', extra=LABELLED), node_418('w3')],
+                          imagestream=stream((RHCOS_416, DTK_416), (RHCOS_418, DTK_418)))
+    apply_daemonset = cluster.apply_daemonset
+
+    def admission_refuses_418(daemonset):
+        if daemonset['metadata']['name'] == DS_418:
+            raise APIError('PATCH', DS_418, 403, 'daemonsets.apps is forbidden')
+        return apply_daemonset(daemonset)
+    cluster.apply_daemonset = admission_refuses_418
+    with pytest.raises(TaskError) as error:
+        run(FakeModule(params()), cluster)
+    assert str(error.value) == ('PATCH %s: HTTP 403: daemonsets.apps is forbidden (before this failure: applied %s; '
+                                'deleted none)' % (DS_418, DS_416))
+    assert error.value.result['status'] == 403
 
 
 def test_plan_only_writes_nothing():
