@@ -421,7 +421,9 @@ def ensure_dtk_tags(client, tags, remove=()):
 
 
 def _version_key(version):
-    return [int(p) for p in re.split(r"[.-]", version)]
+    numbers = [int(p) for p in re.split(r"[.-]", version)]
+    # Layered builds (9.6.x, OCP >= 4.19) come after every 4xx.yy.x build (OCP <= 4.18).
+    return numbers[0] < 40, numbers
 
 
 def ensure_cluster_version(client, version):
