@@ -37,7 +37,7 @@ def placement(cluster, namespace):
 
 
 def wait_placed(cluster, namespace, expected):
-    wait_for(lambda: placement(cluster, namespace) == expected, timeout=60,
+    wait_for(lambda: placement(cluster, namespace) == expected, timeout=120,
              message="driver pods Ready exactly as %s (now %s)" % (expected, driver_pods(cluster, namespace)))
 
 
@@ -76,7 +76,7 @@ def test_two_rhcos_versions_get_two_daemonsets_check_mode_and_second_run_write_n
                                                    FLEET_LABEL: spec["name"]}
     assert [c.name for c in ds.spec.template.spec.containers] == ["nvidia-driver-ctr", "openshift-driver-toolkit-ctr"]
 
-    wait_for(lambda: settled(cluster, namespace), message="DaemonSet status settled")
+    wait_for(lambda: settled(cluster, namespace), timeout=60, message="DaemonSet status settled")
     before, pods = daemonset_versions(cluster, namespace), driver_pods(cluster, namespace)
     again = run(cluster, MODULE, args, diff=True)
     assert (again["changed"], again["unchanged"], again["diff"]) == (False, [DS_416, DS_96], [])
@@ -143,7 +143,7 @@ def test_missing_dtk_tag_blocks_its_version_and_leaves_the_rest_untouched(cluste
     args = {"namespace": namespace, "label_selector": selector(first), "driver": driver(first)}
     assert run(cluster, MODULE, args)["created"] == [DS_416]
     wait_placed(cluster, namespace, {DS_416: [old]})
-    wait_for(lambda: settled(cluster, namespace), message="DaemonSet status settled")
+    wait_for(lambda: settled(cluster, namespace), timeout=60, message="DaemonSet status settled")
     before = daemonset_versions(cluster, namespace)
 
     # A node on a version whose DTK tag the image stream lacks joins the same fleet.
@@ -191,7 +191,7 @@ def test_foreign_daemonsets_are_left_alone_and_absent_removes_only_owned_ones(cl
             "metadata": {"labels": {"app": DS_416}},
             "spec": {"nodeSelector": {"example.test/nowhere": "true"},
                      "containers": [{"name": "nvidia-driver-ctr", "image": "example.test/nvidia/driver:535"}]}}}})
-    wait_for(lambda: settled(cluster, namespace), message="DaemonSet status settled")
+    wait_for(lambda: settled(cluster, namespace), timeout=60, message="DaemonSet status settled")
     foreign = daemonset_versions(cluster, namespace)[DS_416]
     args = {"namespace": namespace, "label_selector": selector(spec), "driver": driver(spec)}
 

@@ -60,11 +60,11 @@ def test_facts_groupings_and_warnings_of_a_mixed_fleet(cluster, make_fleet):
     assert list(result["node_warnings"]) == [names["stale"]]
     assert set(result["api_requests"]) == {"GET"}
 
-    # Seven nodes in pages of two: four list requests, nothing else.
+    # Six nodes in pages of two: three list requests, nothing else.
     warm_up(cluster)
     paged = run(cluster, MODULE, {"label_selector": selector(spec), "page_size": 2})
     assert [node["name"] for node in paged["nodes"]] == sorted(names.values())
-    assert paged["api_requests"] == {"GET": 4}
+    assert paged["api_requests"] == {"GET": 3}
 
 
 def test_label_management_check_mode_diff_opt_out_kill_switch_and_uninstall(cluster, make_fleet):
@@ -134,9 +134,12 @@ def test_wait_returns_once_nfd_has_labelled_the_gpu_nodes(cluster, namespace, ma
     nodes = make_fleet(spec).node_names
     outcome = {}
     waiting = threading.Thread(target=lambda: outcome.update(run(cluster, MODULE, {
-        "label_selector": selector(spec), "wait": True, "wait_timeout": 60, "wait_sleep": 1, "min_gpu_nodes": 2})))
+        "label_selector": selector(spec), "wait": True, "wait_timeout": 120, "wait_sleep": 1, "min_gpu_nodes": 2})))
     waiting.start()
-    time.sleep(4)  # the module is polling nodes that have no NFD labels yet
+    # The module starts (how long ansible-playbook takes to get there depends on the machine's load) and polls nodes
+    # that have no NFD labels; their labels can only come from the nfd-worker pods created now. That the module
+    # loops until then is proven deterministically by the unit tests (test_node_inventory).
+    time.sleep(4)
     name = "nfd-worker"
     cluster.apps.create_namespaced_daemon_set(namespace, {
         "metadata": {"name": name},
@@ -144,7 +147,6 @@ def test_wait_returns_once_nfd_has_labelled_the_gpu_nodes(cluster, namespace, ma
             "metadata": {"labels": {"app": name, "app.kubernetes.io/component": "nfd-worker"}},
             "spec": {"nodeSelector": {FLEET_LABEL: spec["name"]},
                      "containers": [{"name": "worker", "image": "example.test/sim/nfd:0.16"}]}}}})
-    waiting.join(90)
+    waiting.join(150)
     assert not outcome.get("failed"), outcome.get("msg")
-    assert outcome["gpu_nodes"] == sorted(nodes)
-    assert outcome["waited_seconds"] >= 3
+    assert (outcome["gpu_nodes"], outcome["without_nfd"]) == (sorted(nodes), [])
