@@ -108,7 +108,7 @@ def test_node_upgraded_to_a_third_rhcos_version(cluster, namespace, make_fleet):
     # Node a reboots into RHCOS 418: its osImage says so at once, NFD's label follows within its sleepInterval.
     cluster.core.patch_node_status(node_a, {"status": {"nodeInfo": {
         "osImage": "Red Hat Enterprise Linux CoreOS %s (Plow)" % RHCOS_418}}})
-    wait_for(lambda: driver_pods(cluster, namespace)[old_pod].ready is False,
+    wait_for(lambda: driver_pods(cluster, namespace)[old_pod].ready is False, timeout=60,
              message="the RHCOS 416 driver pod failing on the RHCOS 418 node")
     midway = run(cluster, MODULE, args)
     assert not midway.get("failed"), midway.get("msg")
@@ -127,7 +127,7 @@ def test_node_upgraded_to_a_third_rhcos_version(cluster, namespace, make_fleet):
         status = cluster.apps.read_namespaced_daemon_set(DS_416, namespace).status
         return (status.desired_number_scheduled, status.current_number_scheduled, status.number_misscheduled) == (
             0, 0, 0)
-    wait_for(emptied, message="DaemonSet %s status without pods" % DS_416)
+    wait_for(emptied, timeout=60, message="DaemonSet %s status without pods" % DS_416)
     finished = run(cluster, MODULE, args, diff=True)
     assert (finished["deleted"], finished["kept"], finished["unchanged"]) == ([DS_416], [], [DS_418, DS_96])
     assert [(d["before"]["metadata"]["name"], d["after"]) for d in finished["diff"]] == [(DS_416, {})]
