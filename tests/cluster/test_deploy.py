@@ -1,0 +1,250 @@
+"""The deploy, status and uninstall playbooks, run as `ansible-playbook accelerators.gpu.<name>` against the local
+control plane: a validated stack on OpenShift and Kubernetes, runs that change nothing, failures that name the node,
+a node added later, and an uninstall that leaves the cluster as it found it."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import kubernetes
+import pytest
+
+from conftest import Cluster, start_cluster
+from gpu_fleet import FLEET_LABEL, RHCOS_416, RHCOS_96, selector
+from playbook import COLLECTIONS
+
+# The simulated registry: NVIDIA's images (the collection's defaults), the DTK images, NFD's.
+REGISTRY = ["nvcr.io/nvidia/*", "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:*", "registry.k8s.io/*",
+            "registry.redhat.io/*"]
+# What the simulator cannot do: a driver validation Job needs only the driver on the node, but the simulator fails
+# every validation pod until the toolkit is ready too; and pods get loopback IPs, which EndpointSlices refuse, so
+# the DCGM exporter's Service has no endpoint (see test_roles_operands).
+SIMULATOR_LIMITS = {"driver_validate": False, "dcgm_exporter_validate": False}
+TIMEOUT = 1200
+
+
+def gpu_fleet(*groups, **extra):
+    spec = {"name": "d-" + os.urandom(3).hex(), "registry": REGISTRY, "openshift": {"version": "4.18.22"},
+            "nodes": list(groups) or [
+                {"name": "gpu", "gpu": {"product": "NVIDIA-A100-SXM4-80GB", "count": 8}, "os": {"rhcos": RHCOS_416}},
+                {"name": "gpu-new", "gpu": {"product": "NVIDIA-L40S", "count": 4},
+                 "os": {"rhcos": RHCOS_96, "openshift": "4.21"}},
+                {"name": "cpu", "os": {"rhcos": RHCOS_416}}]}
+    spec.update(extra)
+    return spec
+
+
+def fleet_variables(namespace, spec, **variables):
+    """The stack in the test's namespace, on the fleet's nodes only (the session cluster holds other tests')."""
+    return dict(SIMULATOR_LIMITS, common_namespace=namespace, common_wait_timeout=300, nfd_install="never",
+                nfd_node_selector=selector(spec), driver_node_selector={FLEET_LABEL: spec["name"]}, **variables)
+
+
+class Run:
+    """An ansible-playbook run of a collection playbook: its JSON report, return code and wall time."""
+
+    def __init__(self, process, seconds):
+        self.process = process
+        self.seconds = seconds
+        try:
+            self.report = json.loads(process.stdout)
+        except ValueError:
+            raise AssertionError("no JSON report (rc=%d)\nstdout: %s\nstderr: %s" % (
+                process.returncode, process.stdout[-3000:], process.stderr[-3000:]))
+
+    @property
+    def results(self):
+        return [(task["task"]["name"], task["hosts"]["localhost"])
+                for play in self.report["plays"] for task in play["tasks"] if "localhost" in task["hosts"]]
+
+    @property
+    def stats(self):
+        return self.report["stats"]["localhost"]
+
+    def failure(self):
+        """(task name, result) of the task that failed the play."""
+        failed = [(name, result) for name, result in self.results if result.get("failed")]
+        assert failed and self.process.returncode != 0, "the play did not fail: %s" % self.process.stdout[-2000:]
+        return failed[-1]
+
+    def succeeded(self):
+        failed = [(name, result.get("msg")) for name, result in self.results if result.get("failed")]
+        assert not failed and self.process.returncode == 0, (failed, self.process.stderr[-2000:])
+        return self
+
+
+def playbook(cluster, name, variables=None, check=False, tags=None):
+    env = dict(cluster.env, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+               ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false",
+               ANSIBLE_PYTHON_INTERPRETER=sys.executable)
+    command = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "accelerators.gpu." + name,
+               "-e", json.dumps(variables or {})] + (["--check"] if check else []) + (
+                   ["--tags", tags] if tags else [])
+    started = time.monotonic()
+    process = subprocess.run(command, env=env, capture_output=True, text=True, timeout=TIMEOUT, check=False)
+    run = Run(process, time.monotonic() - started)
+    print("%s%s: %.1fs, rc=%d" % (name, " --check" if check else "", run.seconds, process.returncode))
+    return run
+
+
+def status_of(cluster, variables):
+    run = playbook(cluster, "status", variables).succeeded()
+    return dict(run.report["global_custom_stats"])["gpu_stack_status"]
+
+
+def node_labels(cluster, names):
+    return {name: cluster.core.read_node(name).metadata.labels for name in names}
+
+
+def jobs_by_check(cluster, namespace):
+    jobs = cluster.batch.list_namespaced_job(namespace, label_selector="app.kubernetes.io/component=gpu-validation")
+    return {(job.metadata.labels["accelerators.gpu/validation"], job.metadata.annotations["accelerators.gpu/node"]):
+            job.status.succeeded for job in jobs.items}
+
+
+def test_openshift_deploy_validates_reruns_unchanged_reports_status_and_uninstalls_to_the_same_cluster(
+        tmp_path_factory):
+    """A private cluster, so that NFD's installation through OLM and the uninstall compare against a cluster no
+    other test touches."""
+    plane = start_cluster(tmp_path_factory, "openshift")
+    try:
+        cluster = Cluster(plane.kubeconfig, "openshift")
+        from localcluster import fleet as fleets
+        made = fleets.Fleet(cluster.client, gpu_fleet()).apply().wait_ready()
+        gpu0, gpu1, cpu = made.node_names
+        before_objects, before_labels = objects(cluster), node_labels(cluster, made.node_names)
+
+        first = playbook(cluster, "deploy", SIMULATOR_LIMITS).succeeded()
+        namespace = "nvidia-gpu-operator"
+        # One DaemonSet per RHCOS version, each built by its DTK side-car; nothing on the CPU node.
+        daemonsets = {ds.metadata.name: ds for ds in cluster.apps.list_namespaced_daemon_set(
+            namespace, label_selector="app.kubernetes.io/component=nvidia-driver").items}
+        assert sorted(daemonsets) == ["nvidia-driver-daemonset-" + RHCOS_416, "nvidia-driver-daemonset-" + RHCOS_96]
+        assert {ds.spec.update_strategy.type for ds in daemonsets.values()} == {"OnDelete"}
+        assert cluster.core.read_node(gpu0).status.allocatable["nvidia.com/gpu"] == "8"
+        assert cluster.core.read_node(gpu1).status.allocatable["nvidia.com/gpu"] == "4"
+        assert jobs_by_check(cluster, namespace) == {(check, node): 1 for check in ("toolkit", "cuda")
+                                                     for node in (gpu0, gpu1)}
+        assert "nvidia.com/gpu.present" not in cluster.core.read_node(cpu).metadata.labels
+
+        second = playbook(cluster, "deploy", SIMULATOR_LIMITS).succeeded()
+        assert second.stats["changed"] == 0
+        print("deploy %.1fs, second run %.1fs" % (first.seconds, second.seconds))
+
+        status = status_of(cluster, {})
+        assert status["ready"] is True
+        rows = {row["node"]: row for row in status["nodes"]}
+        assert sorted(rows) == [gpu0, gpu1]
+        assert (rows[gpu1]["os"], rows[gpu1]["driver_daemonset"], rows[gpu1]["allocatable"]) == (
+            RHCOS_96, "nvidia-driver-daemonset-" + RHCOS_96, 4)
+        assert rows[gpu0]["validation"] == {"cuda": "ok", "toolkit": "ok"}
+
+        playbook(cluster, "uninstall").succeeded()
+        assert objects(cluster) == before_objects
+        assert node_labels(cluster, made.node_names) == before_labels
+    finally:
+        plane.down()
+
+
+def objects(cluster):
+    """Names of every object of the kinds the stack creates, cluster-wide, and the namespaces."""
+    rbac = kubernetes.client.RbacAuthorizationV1Api(cluster.client)
+    found = {
+        "namespaces": [n.metadata.name for n in cluster.core.list_namespace().items],
+        "daemonsets": [(d.metadata.namespace, d.metadata.name)
+                       for d in cluster.apps.list_daemon_set_for_all_namespaces().items],
+        "deployments": [(d.metadata.namespace, d.metadata.name)
+                        for d in cluster.apps.list_deployment_for_all_namespaces().items],
+        "jobs": [(j.metadata.namespace, j.metadata.name) for j in cluster.batch.list_job_for_all_namespaces().items],
+        "serviceaccounts": [(s.metadata.namespace, s.metadata.name)
+                            for s in cluster.core.list_service_account_for_all_namespaces().items],
+        "services": [(s.metadata.namespace, s.metadata.name)
+                     for s in cluster.core.list_service_for_all_namespaces().items],
+        "clusterroles": [r.metadata.name for r in rbac.list_cluster_role().items],
+        "clusterrolebindings": [r.metadata.name for r in rbac.list_cluster_role_binding().items],
+        "roles": [(r.metadata.namespace, r.metadata.name) for r in rbac.list_role_for_all_namespaces().items],
+        "crds": [c.metadata.name for c in
+                 kubernetes.client.ApiextensionsV1Api(cluster.client).list_custom_resource_definition().items],
+        "runtimeclasses": [r.metadata.name for r in kubernetes.client.NodeV1Api(cluster.client).list_runtime_class().items],
+    }
+    return {kind: sorted(names) for kind, names in found.items()}
+
+
+def test_kubernetes_single_driver_deploys_validated_and_reruns_unchanged(kubernetes_cluster, make_fleet):
+    spec = gpu_fleet({"name": "gpu", "count": 2, "gpu": {"count": 2}, "os": {"ubuntu": "22.04"},
+                      "runtime": "containerd", "nfd_style": "class-vendor"},
+                     {"name": "cpu", "os": {"ubuntu": "22.04"}, "runtime": "containerd"})
+    gpu0, gpu1, _cpu = make_fleet(spec, on=kubernetes_cluster).node_names
+    namespace = "t-deploy-k8s-" + os.urandom(2).hex()
+    variables = fleet_variables(namespace, spec)
+    try:
+        playbook(kubernetes_cluster, "deploy", variables).succeeded()
+        driver = kubernetes_cluster.apps.read_namespaced_daemon_set("nvidia-driver-daemonset", namespace)
+        assert driver.spec.template.spec.containers[0].image == "nvcr.io/nvidia/driver:570.172.08-ubuntu22.04"
+        assert jobs_by_check(kubernetes_cluster, namespace) == {(check, node): 1 for check in ("toolkit", "cuda")
+                                                                for node in (gpu0, gpu1)}
+        assert playbook(kubernetes_cluster, "deploy", variables).succeeded().stats["changed"] == 0
+    finally:
+        kubernetes_cluster.core.delete_namespace(namespace)
+
+
+def test_check_mode_writes_nothing(cluster, make_fleet):
+    spec = gpu_fleet()
+    made = make_fleet(spec)
+    namespace = "t-deploy-check-" + os.urandom(2).hex()
+    before_objects, before_labels = objects(cluster), node_labels(cluster, made.node_names)
+    checked = playbook(cluster, "deploy", fleet_variables(namespace, spec), check=True).succeeded()
+    assert checked.stats["changed"] >= 1  # the namespace and the node labels would be written
+    assert objects(cluster) == before_objects
+    assert node_labels(cluster, made.node_names) == before_labels
+
+
+def test_unpullable_driver_image_fails_at_the_driver_state_naming_node_and_image(cluster, namespace, make_fleet):
+    # Only RHCOS 4.16's driver image exists in this repository: the 9.6 node cannot pull its own.
+    repository = "example.test/driver-" + os.urandom(3).hex()
+    spec = gpu_fleet(registry=REGISTRY + [repository + "/driver:*-rhcos4.16"])
+    gpu0, gpu1, _cpu = make_fleet(spec).node_names
+    result = playbook(cluster, "deploy", fleet_variables(namespace, spec, common_driver_repository=repository))
+    task, failed = result.failure()
+    assert task.endswith(": Wait for the driver on every GPU node")
+    missing = repository + "/driver:570.172.08-rhel9.6"
+    assert "node %s: pod %s/nvidia-driver-daemonset-%s-" % (gpu1, namespace, RHCOS_96) in failed["msg"]
+    assert "cannot pull image %s" % missing in failed["msg"]
+    assert failed["outcome"] == "failed" and failed["elapsed"] < 30
+    assert {(problem["kind"], problem["node"]) for problem in failed["problems"]} == {("image", gpu1)}
+    pods = cluster.core.list_namespaced_pod(namespace, label_selector="app.kubernetes.io/component=nvidia-driver")
+    ready = {pod.spec.node_name: all(c.ready for c in pod.status.container_statuses or []) for pod in pods.items}
+    assert ready == {gpu0: True, gpu1: False}
+    # The play stopped at the driver: no toolkit was deployed.
+    assert not cluster.apps.list_namespaced_daemon_set(
+        namespace, field_selector="metadata.name=nvidia-container-toolkit-daemonset").items
+
+
+def test_validation_failure_on_one_node_is_named(cluster, namespace, make_fleet):
+    spec = gpu_fleet({"name": "good", "gpu": {"count": 4}, "os": {"rhcos": RHCOS_416}},
+                     {"name": "bad", "gpu": {"count": 4}, "os": {"rhcos": RHCOS_416},
+                      "faults": {"validation_fails": "ECC errors on GPU 2"}})
+    good, bad = make_fleet(spec).node_names
+    task, failed = playbook(cluster, "deploy", fleet_variables(namespace, spec)).failure()
+    assert task.endswith(": Wait until every node passes check toolkit")
+    assert "Job %s/nvidia-toolkit-validation-%s failed on node %s: " % (namespace, bad, bad) in failed["msg"]
+    assert "ECC errors on GPU 2" in failed["msg"]
+    assert {job["node"]: job["result"] for job in failed["jobs"]}[bad] == "failed"
+    assert good not in failed["msg"].split("\n")[1]
+
+
+def test_a_gpu_node_added_later_comes_up_on_the_next_run(cluster, namespace, make_fleet):
+    spec = gpu_fleet({"name": "gpu", "gpu": {"count": 8}, "os": {"rhcos": RHCOS_416}})
+    (first,) = make_fleet(spec).node_names
+    variables = fleet_variables(namespace, spec)
+    playbook(cluster, "deploy", variables).succeeded()
+    added = dict(spec, nodes=spec["nodes"] + [{"name": "gpu-added", "gpu": {"count": 2}, "os": {"rhcos": RHCOS_96}}])
+    second = [name for name in make_fleet(added).node_names if name != first]
+    assert len(second) == 1
+    playbook(cluster, "deploy", variables).succeeded()
+    assert cluster.core.read_node(second[0]).status.allocatable["nvidia.com/gpu"] == "2"
+    assert jobs_by_check(cluster, namespace)[("cuda", second[0])] == 1
+    rows = {row["node"]: row for row in status_of(cluster, variables)["nodes"]}
+    assert sorted(rows) == sorted([first, second[0]]) and all(row["ready"] for row in rows.values())
