@@ -164,6 +164,9 @@ class ClusterAPI:
         return self._request('PATCH', '%s/%s' % (NODES, name), body=body,
                              content_type='application/merge-patch+json', write=True)
 
+    def read_secret(self, namespace, name):
+        return self._request('GET', '/api/v1/namespaces/%s/secrets/%s' % (namespace, name))
+
     def list_daemonsets(self, namespace, label_selector=None):
         return list(self._list(DAEMONSETS % namespace, label_selector))
 

@@ -14,7 +14,10 @@ from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan impor
     COMPONENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, PlanError, desired_driver_daemonsets, nodes_left_without_driver,
     plan_driver_changes)
 from ansible_collections.accelerators.gpu.plugins.module_utils.dtk import resolve_dtk_images
+from ansible_collections.accelerators.gpu.plugins.module_utils.mirrors import mirror_rules
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import node_facts
+from ansible_collections.accelerators.gpu.plugins.module_utils.registry import (
+    RegistryClient, docker_config_from_secret, precompiled_available, urllib_transport)
 
 MANAGED_DRIVERS_SELECTOR = '%s=%s,%s=nvidia-driver' % (MANAGED_BY_LABEL, MANAGED_BY, COMPONENT_LABEL)
 FACTS_KEYS = ('name', 'labels', 'gpu_present', 'deploy_labels', 'kernel', 'os', 'rhcos_version', 'rhcos_label',
@@ -129,6 +132,15 @@ def _remove_all(module, api):
     return result
 
 
+def _checked_precompiled(api, spec, facts_list, check):
+    """(images that exist, checks) asked of the registries through the cluster's mirror rules and pull secrets."""
+    names = check['pull_secrets'] if check['pull_secrets'] is not None else spec.get('image_pull_secrets') or []
+    configs = [docker_config_from_secret(api.read_secret(spec['namespace'], name)) for name in names]
+    client = RegistryClient(urllib_transport(check['ca_file'], check['validate_certs'], check['timeout']), configs,
+                            mirror_rules(**api.list_mirror_sets()))
+    return precompiled_available(spec, facts_list, client)
+
+
 def _plan(module, api):
     params = module.params
     if params['nodes'] is None:
@@ -141,9 +153,13 @@ def _plan(module, api):
         dtk_images = given_dtk_images(params['dtk_images'])
     spec = dict((key, value) for key, value in (params['driver'] or {}).items() if value is not None)
     spec['namespace'] = params['namespace']
+    available, checks = params['precompiled_available'], None
+    if params['mode'] == 'kernel' and params['precompiled_registry_check'] is not None:
+        available, checks = _checked_precompiled(api, spec, facts_list, params['precompiled_registry_check'])
     try:
-        plan = desired_driver_daemonsets(spec, facts_list, dtk_images, params['mode'],
-                                         params['precompiled_available'])
+        plan = desired_driver_daemonsets(spec, facts_list, dtk_images, params['mode'], available)
+        if checks is not None:
+            plan['precompiled_checks'] = checks
         # Every DaemonSet of the namespace, not only labelled ones: one this collection did not create (the GPU
         # Operator's, of the same name) must be seen so that it is left alone rather than applied over.
         existing = api.list_daemonsets(params['namespace'])
@@ -171,6 +187,8 @@ def run(module, api):
         'left_without_driver': left,
         'mismatched': plan['mismatched'],
     }
+    if 'precompiled_checks' in plan:
+        result['precompiled_checks'] = plan['precompiled_checks']
     if left and not params['allow_blocked']:
         # The lists say what would have been done: under `plan`, so that no one reads them as done.
         raise TaskError(_blocked_error(plan, left), blocked=plan['blocked'], left_without_driver=left, plan=result)

@@ -160,6 +160,27 @@ options:
         DTK build (RHCOS) or is blocked. When omitted every precompiled image is assumed to exist.
     type: list
     elements: str
+  precompiled_registry_check:
+    description:
+      - With I(mode=kernel), ask the registry which precompiled driver images exist instead of I(precompiled_available),
+        from the controller, as a node would pull them (through the cluster's mirror rules, with the pull secrets).
+    type: dict
+    suboptions:
+      pull_secrets:
+        description: Names of docker-registry Secrets in I(namespace); I(driver.image_pull_secrets) when omitted.
+        type: list
+        elements: str
+      ca_file:
+        description: PEM bundle of the CAs the registries' certificates must chain to; the system's when omitted.
+        type: path
+      validate_certs:
+        description: Verify the registries' TLS certificates.
+        type: bool
+        default: true
+      timeout:
+        description: Seconds each registry request may take.
+        type: int
+        default: 10
   allow_blocked:
     description:
       - Apply the other DaemonSets even when a blocked version leaves nodes without a driver. DaemonSets that still
@@ -235,6 +256,12 @@ EXAMPLES = r'''
 '''
 
 RETURN = r'''
+precompiled_checks:
+  description:
+    - With I(precompiled_registry_check), by precompiled image, where it was found (C(found), the mirror or source that
+      answered) or why not (C(attempts), each with C(reference), C(status) and C(reason)).
+  returned: when precompiled_registry_check is given
+  type: dict
 created:
   description: DaemonSets created (or that would be, in check mode and with I(plan_only)).
   returned: always
@@ -333,9 +360,16 @@ def main():
         page_size=dict(type='int', default=DEFAULT_PAGE_SIZE),
         dtk_images=dict(type='dict'),
         precompiled_available=dict(type='list', elements='str'),
+        precompiled_registry_check=dict(type='dict', options=dict(
+            pull_secrets=dict(type='list', elements='str', no_log=False),
+            ca_file=dict(type='path'),
+            validate_certs=dict(type='bool', default=True),
+            timeout=dict(type='int', default=10),
+        )),
         allow_blocked=dict(type='bool', default=False),
         plan_only=dict(type='bool', default=False),
-    ), run, required_if=[('state', 'present', ['driver'])])
+    ), run, required_if=[('state', 'present', ['driver'])],
+        mutually_exclusive=[('precompiled_available', 'precompiled_registry_check')])
 
 
 if __name__ == '__main__':

@@ -5,6 +5,8 @@ local registry, which needs the pull secret's credentials and trusts only its ow
 gets a precompiled DaemonSet, a kernel whose tag is missing falls back to the DTK build of its RHCOS version.
 """
 
+import json
+
 import pytest
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.mirrors import mirror_rules
@@ -46,3 +48,30 @@ def test_missing_precompiled_tag_falls_back_to_dtk(cluster, namespace, make_flee
                                           "build": "precompiled", "image": published}
     assert result["assignments"][rt]["build"] == "dtk"
     assert "precompiled image %s does not exist" % missing in " ".join(result["warnings"])
+
+
+def test_module_asks_the_registry_through_the_cluster_mirrors_and_pull_secret(cluster, namespace, make_fleet,
+                                                                              local_registry):
+    spec = fleet([{"name": "std", "gpu": {"count": 8}, "os": {"rhcos": RHCOS_416}},
+                  {"name": "rt", "gpu": {"count": 8}, "os": {"rhcos": RHCOS_416}, "kernel": KERNEL + "+rt"}])
+    std, rt = make_fleet(spec).node_names
+    local_registry.push("nvidia/driver", ["550-%s-rhcos4.16" % KERNEL])
+    itms = {"apiVersion": "config.openshift.io/v1", "kind": "ImageTagMirrorSet", "metadata": {"name": namespace},
+            "spec": {"imageTagMirrors": [{"source": SOURCE, "mirrors": [local_registry.host + "/nvidia"]}]}}
+    cluster.custom.create_cluster_custom_object("config.openshift.io", "v1", "imagetagmirrorsets", itms)
+    cluster.core.create_namespaced_secret(namespace, {
+        "metadata": {"name": "driver-pull"}, "type": "kubernetes.io/dockerconfigjson",
+        "stringData": {".dockerconfigjson": json.dumps(local_registry.pull_secret())}})
+    try:
+        result = run(cluster, "accelerators.gpu.driver_daemonsets", {
+            "namespace": namespace, "label_selector": selector(spec), "mode": "kernel",
+            "driver": driver(spec, repository=SOURCE, branch="550", image_pull_secrets=["driver-pull"]),
+            "precompiled_registry_check": {"ca_file": local_registry.ca_file}, "plan_only": True})
+    finally:
+        cluster.custom.delete_cluster_custom_object("config.openshift.io", "v1", "imagetagmirrorsets", namespace)
+    assert not result.get("failed"), result.get("msg")
+    published = "%s/driver:550-%s-rhcos4.16" % (SOURCE, KERNEL)
+    assert result["assignments"][std]["build"] == "precompiled" and result["assignments"][rt]["build"] == "dtk"
+    assert result["precompiled_checks"][published]["found"] == "%s/nvidia/driver:550-%s-rhcos4.16" % (
+        local_registry.host, KERNEL)
+    assert local_registry.password not in json.dumps(result)

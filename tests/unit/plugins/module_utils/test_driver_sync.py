@@ -23,7 +23,7 @@ LABELLED = {'nvidia.com/gpu.deploy.driver': 'true'}
 def params(**overrides):
     base = {'namespace': 'gpu', 'state': 'present', 'mode': 'rhcos', 'driver': dict(DRIVER), 'nodes': None,
             'label_selector': None, 'page_size': 500, 'dtk_images': None, 'precompiled_available': None,
-            'allow_blocked': False, 'plan_only': False}
+            'precompiled_registry_check': None, 'allow_blocked': False, 'plan_only': False}
     base.update(overrides)
     return base
 
