@@ -21,8 +21,8 @@ def pod_readiness(pod):
     """'ready', or why not: the first waiting or terminated reason of its containers, else its phase."""
     status = pod.get('status') or {}
     containers = (status.get('initContainerStatuses') or []) + (status.get('containerStatuses') or [])
-    if status.get('phase') == 'Running' and (status.get('containerStatuses') or []) and all(
-            c.get('ready') for c in status.get('containerStatuses') or []):
+    main = status.get('containerStatuses') or []
+    if status.get('phase') == 'Running' and main and all(c.get('ready') for c in main):
         return 'ready'
     for container in containers:
         state = container.get('state') or {}

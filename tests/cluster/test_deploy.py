@@ -9,7 +9,6 @@ import sys
 import time
 
 import kubernetes
-import pytest
 
 from conftest import Cluster, start_cluster
 from gpu_fleet import FLEET_LABEL, RHCOS_416, RHCOS_96, selector
