@@ -18,9 +18,8 @@ from playbook import COLLECTIONS
 REGISTRY = ["nvcr.io/nvidia/*", "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:*", "registry.k8s.io/*",
             "registry.redhat.io/*"]
 # What the simulator cannot do: a driver validation Job needs only the driver on the node, but the simulator fails
-# every validation pod until the toolkit is ready too; and pods get loopback IPs, which EndpointSlices refuse, so
-# the DCGM exporter's Service has no endpoint (see test_roles_operands).
-SIMULATOR_LIMITS = {"driver_validate": False, "dcgm_exporter_validate": False}
+# every validation pod until the toolkit is ready too.
+SIMULATOR_LIMITS = {"driver_validate": False}
 TIMEOUT = 1200
 
 
