@@ -47,10 +47,12 @@ sanity: collection ## ansible-test sanity from an ansible_collections/accelerato
 pytest: deps collection ## unit tests and integration tests against a local control plane
 	python -m pytest tests
 
-demo: deps collection ## start the simulated OpenShift cluster with a mixed fleet and print its nodes
+demo: deps collection ## start the simulated OpenShift cluster with a mixed fleet, deploy the GPU stack, print its status
 	@python -m localcluster down >/dev/null 2>&1 || true
 	python -m localcluster up --flavour openshift --fleet tools/localcluster/fleets/demo.yml
 	@python -m localcluster nodes
+	KUBECONFIG=$(CURDIR)/.cluster/kubeconfig ansible-playbook accelerators.gpu.deploy
+	KUBECONFIG=$(CURDIR)/.cluster/kubeconfig ansible-playbook accelerators.gpu.status
 	@echo; echo "The cluster keeps running: export KUBECONFIG=$(CURDIR)/.cluster/kubeconfig; stop it with: make down"
 
 bench: deps collection ## module speed and memory on BENCH_NODES (5000) simulated nodes, beside the kubernetes.core peer

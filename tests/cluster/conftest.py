@@ -8,6 +8,7 @@ with a per-test prefix. KUBECONFIG is used instead when it points at a cluster t
 
 import hashlib
 import os
+import signal
 import time
 
 import kubernetes
@@ -43,6 +44,15 @@ def wait_for(predicate, timeout=30, interval=0.2, message="condition"):
             return last
         time.sleep(interval)
     raise AssertionError("timed out after %ss waiting for %s (last: %r)" % (timeout, message, last))
+
+
+# A run stopped with SIGTERM (a CI time limit, `timeout`) must still stop the clusters it started: as an
+# interrupt, pytest tears the session fixtures down.
+def _interrupt(_signum, _frame):
+    raise KeyboardInterrupt("SIGTERM")
+
+
+signal.signal(signal.SIGTERM, _interrupt)
 
 
 def start_cluster(tmp_path_factory, flavour):

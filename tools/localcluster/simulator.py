@@ -42,6 +42,7 @@ DRIVER, TOOLKIT, DEVICE_PLUGIN, DCGM_EXPORTER, VALIDATION, NFD_WORKER = (
 # What each operand waits for on its node before it can become Ready.
 DEPENDS_ON = {TOOLKIT: (DRIVER,), DEVICE_PLUGIN: (DRIVER, TOOLKIT), DCGM_EXPORTER: (DRIVER, TOOLKIT)}
 GPU = "nvidia.com/gpu"
+VALIDATION_CHECK_LABEL = "accelerators.gpu/validation"
 RHCOS_IN_OS_IMAGE = re.compile(r"\d+\.\d+\.\d+-\d+")
 # Operators the simulated catalog offers: package -> (CSV name, operator Deployment name).
 CATALOG = {
@@ -58,8 +59,12 @@ def now():
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def labels_of(pod):
+    return pod["metadata"].get("labels") or {}
+
+
 def component(pod):
-    labels = pod["metadata"].get("labels") or {}
+    labels = labels_of(pod)
     if labels.get(COMPONENT):
         return labels[COMPONENT]
     if labels.get("openshift.driver-toolkit") == "true":
@@ -138,7 +143,9 @@ def outcome(pod, node, ready_components, registry, clock):
             if clock < done:
                 return ("waiting", "DriverBuilding", "building the driver on node %s" % node_name, done)
     if is_validation_pod(pod):
-        missing = [c for c in (DRIVER, TOOLKIT) if c not in ready_components]
+        # The driver check (nvidia-smi in the driver's root) needs the driver only; workloads need the toolkit too.
+        checked = (DRIVER,) if labels_of(pod).get(VALIDATION_CHECK_LABEL) == "driver" else (DRIVER, TOOLKIT)
+        missing = [c for c in checked if c not in ready_components]
         if missing:
             return ("failed", "Error", "validation failed on node %s: %s not ready" % (node_name, ", ".join(missing)),
                     None)
