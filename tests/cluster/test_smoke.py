@@ -1,5 +1,7 @@
 """The control plane and the simulator behave as a real cluster with GPU nodes would."""
 
+import time
+
 import pytest
 from kubernetes.client.rest import ApiException
 
@@ -292,7 +294,6 @@ def test_nfd_operator_creates_operands_that_label_the_nodes(cluster, namespace, 
     nfd = {"apiVersion": "nfd.openshift.io/v1", "kind": "NodeFeatureDiscovery", "metadata": {"name": "instance"},
            "spec": {"operand": {"image": image}, "workerConfig": {"configData": "sources: {pci: {}}"}}}
     cluster.custom.create_namespaced_custom_object("nfd.openshift.io", "v1", namespace, "nodefeaturediscoveries", nfd)
-    import time
     time.sleep(2)
     # Without the operator nothing acts on the resource.
     assert cluster.apps.list_namespaced_daemon_set(namespace).items == []
@@ -300,9 +301,15 @@ def test_nfd_operator_creates_operands_that_label_the_nodes(cluster, namespace, 
         "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription", "metadata": {"name": "nfd"},
         "spec": {"name": "nfd", "channel": "stable", "source": "redhat-operators",
                  "sourceNamespace": "openshift-marketplace"}})
+    # The session's cluster may run other tests' nfd-workers on this node too, so the labels alone do not show that
+    # this operator acted: its own worker pod must be Ready there.
+    worker = wait_for(lambda: _exists(cluster.apps.read_namespaced_daemon_set, "nfd-worker", namespace), timeout=60,
+                      message="nfd-worker DaemonSet created by the operator")
+    wait_for(lambda: any(ready(pod) and pod.spec.node_name == node for pod in cluster.core.list_namespaced_pod(
+        namespace, label_selector="app.kubernetes.io/component=nfd-worker").items), timeout=60,
+        message="the operator's nfd-worker pod Ready on " + node)
     wait_for(lambda: (cluster.core.read_node(node).metadata.labels or {}).get(PCI_10DE) == "true", timeout=60,
-             message="NFD labels on %s through the operator's nfd-worker" % node)
-    worker = cluster.apps.read_namespaced_daemon_set("nfd-worker", namespace)
+             message="NFD labels on " + node)
     assert worker.spec.template.spec.containers[0].image == image
     assert cluster.core.read_namespaced_config_map("nfd-worker", namespace).data["nfd-worker.conf"] == \
         "sources: {pci: {}}"
