@@ -263,7 +263,8 @@ def daemonset_state(daemonset, pods, revisions=()):
         'ready_pods': _int(status.get('numberReady')), 'updated': _int(status.get('updatedNumberScheduled')),
         'available': _int(status.get('numberAvailable')), 'misscheduled': _int(status.get('numberMisscheduled')),
         'ready': False, 'reason': '',
-        'pods': sorted(({'node': pod_node(p), 'pod': _meta(p).get('name'), 'ready': pod_is_ready(p)} for p in own),
+        'pods': sorted(({'node': pod_node(p), 'pod': _meta(p).get('name'), 'uid': _meta(p).get('uid'),
+                         'ready': pod_is_ready(p)} for p in own),
                        key=lambda p: (p['node'] or '', p['pod'])),
     }
     own_revisions = [r for r in revisions if owned_by(r, daemonset)]
@@ -413,9 +414,15 @@ def observe_daemonsets(reads, names, selector):
         problems.extend(daemonset_problems(daemonset, pods, state, events.get() if creating else ()))
         unready.extend(p for p in pods if owned_by(p, daemonset) and not pod_is_ready(p))
         states.append(state)
-    ready_nodes = sorted(set(p['node'] for s in states for p in s['pods'] if p['ready'] and p['node']))
+    ready_pods = {}
+    for state in states:
+        for entry in state['pods']:
+            if entry['ready'] and entry['node']:
+                ready_pods.setdefault(entry['node'], []).append(entry['uid'])
     ready = bool(found) and not missing and all(s['ready'] for s in states)
-    return Observation(ready, problems, {'daemonsets': states, 'ready_nodes': ready_nodes}, unready)
+    return Observation(ready, problems, {'daemonsets': states, 'ready_nodes': sorted(ready_pods),
+                                        'ready_pods': dict((node, ','.join(sorted(uids)))
+                                                           for node, uids in ready_pods.items())}, unready)
 
 
 JOB_UID_LABEL = 'batch.kubernetes.io/controller-uid'
@@ -476,8 +483,9 @@ def describe_diagnosis(entry):
 def _not_ready_lines(report):
     lines = ['DaemonSet %s/%s: %s' % (s['namespace'], s['name'], s['reason'])
              for s in report.get('daemonsets') or [] if not s['ready']]
-    lines.extend('Job %s/%s %s' % (s['namespace'], s['name'], s['message'] or 'running on node %s' % s['node'])
-                 for s in report.get('jobs') or [] if s['result'] != 'succeeded')
+    # A failed Job is a problem already, listed with the others: only the running ones are added here.
+    lines.extend('Job %s/%s running on node %s' % (s['namespace'], s['name'], s['node'])
+                 for s in report.get('jobs') or [] if s['result'] == 'running')
     if report.get('missing'):
         lines.append('nodes without it: %s' % ', '.join(report['missing']))
     return lines

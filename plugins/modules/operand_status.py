@@ -149,6 +149,12 @@ ready_nodes:
   returned: when wait_for is daemonsets
   type: list
   elements: str
+ready_pods:
+  description:
+    - Per node where a pod of the DaemonSets is ready (V(daemonsets)), the uids of those pods, comma-separated and
+      sorted. A pod replaced on a node (new revision, restart by deletion) gives that node a new value.
+  returned: when wait_for is daemonsets
+  type: dict
 jobs:
   description: Per Job (V(jobs)) its name, namespace, node, result (succeeded, failed, running) and message.
   returned: when wait_for is jobs

@@ -375,6 +375,7 @@ def test_observe_daemonsets_ready_nodes_and_no_event_reads_when_all_pods_exist()
     observation = observe_daemonsets(reads, ['toolkit'], '')
     assert not observation.ready
     assert observation.report['ready_nodes'] == ['n1']
+    assert observation.report['ready_pods'] == {'n1': 'uid-a'}
     assert [p['kind'] for p in observation.problems] == ['image']
     assert [p['metadata']['name'] for p in observation.unready_pods] == ['b']
     assert ('events',) not in reads.calls
@@ -419,6 +420,20 @@ def test_observe_jobs_one_failure_is_fatal_and_named():
     assert not observation.ready
     problem, = observation.problems
     assert problem['fatal'] and 'gpu-2' in problem['text'] and 'ECC errors' in problem['text']
+
+
+def test_failed_job_is_named_once_in_the_message():
+    ok = job('ok', 'gpu-1', conditions=[('Complete', '', '')], succeeded=1)
+    bad = job('bad', 'gpu-2', conditions=[('Failed', 'BackoffLimitExceeded', '')])
+    running = job('slow', 'gpu-3')
+    observation = observe_jobs(FakeReads(jobs=[ok, bad, running], pods=[job_pod(bad, 'gpu-2', 'Failed', 'ECC errors')]),
+                               [], 'x=y')
+    decisive = [p for p in observation.problems if p['fatal']]
+    message = outcome_message('Jobs x=y in namespace gpu', FAILED_FAST, observation, decisive, [], 1.0, 300)
+    lines = message.splitlines()[1:]
+    assert [line for line in lines if 'ECC errors' in line] == [
+        'Job %s/bad failed on node gpu-2: container cuda exited with code 1: ECC errors' % NS]
+    assert lines[1:] == ['Job %s/slow running on node gpu-3' % NS]
 
 
 def test_observe_allocatable():
