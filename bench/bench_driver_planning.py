@@ -66,21 +66,22 @@ def create_nodes(client, spec, workers=8):
 
 
 def run_module(name, args_file):
-    """Runs one module file as Ansible would execute it; prints its result, wall seconds and peak RSS (MiB).
+    """Runs one module file as Ansible would execute it; prints its result, wall and CPU seconds and peak RSS (MiB).
 
     Called in a fresh interpreter per module (see measure_module): RUSAGE_CHILDREN then covers that module only."""
     started = time.monotonic()
     process = subprocess.run([sys.executable, str(MODULES / (name + ".py")), args_file],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
     seconds = time.monotonic() - started
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         result = json.loads(process.stdout)
     except ValueError:
         raise RuntimeError("%s printed no JSON: %s %s" % (name, process.stdout[-2000:], process.stderr[-2000:]))
     if result.get("failed"):
         raise RuntimeError("%s failed: %s" % (name, result.get("msg")))
-    print(json.dumps({"result": result, "seconds": seconds, "rss": peak}))
+    print(json.dumps({"result": result, "seconds": seconds, "cpu": usage.ru_utime + usage.ru_stime,
+                      "rss": usage.ru_maxrss / 1024}))
 
 
 def measure_module(name, args, env):
@@ -132,7 +133,9 @@ def main():
         rows = []
         facts = measure_module("nfd_labels", {}, env)
         rows.append(("nfd_labels", facts))
-        nodes = facts["result"]["nodes"]
+        labelled = measure_module("nfd_labels", {"return_labels": True}, env)
+        rows.append(("nfd_labels return_labels", labelled))
+        nodes = labelled["result"]["nodes"]
         dtk = measure_module("dtk_image_lookup", {"versions": facts["result"]["rhcos_versions"]}, env)
         rows.append(("dtk_image_lookup", dtk))
         driver = {"repository": "example.test/nvidia", "version": "550.90.07"}
@@ -144,10 +147,11 @@ def main():
         rows.append(("driver_daemonsets apply (first)", measure_module("driver_daemonsets", common, env)))
         rows.append(("driver_daemonsets apply (no-op)", measure_module("driver_daemonsets", common, env)))
         print("\nmodule process (%d nodes, %d RHCOS versions)" % (count, len(VERSIONS)))
-        print("%-50s %8s %9s  %s" % ("run", "seconds", "peak MiB", "API requests"))
+        print("%-50s %8s %8s %9s %9s  %s" % ("run", "seconds", "CPU s", "peak MiB", "result MB", "API requests"))
         for name, row in rows:
-            print("%-50s %8.2f %9.0f  %s" % (name, row["seconds"], row["rss"],
-                                             json.dumps(row["result"].get("api_requests"), sort_keys=True)))
+            print("%-50s %8.2f %8.2f %9.0f %9.1f  %s" % (
+                name, row["seconds"], row["cpu"], row["rss"], len(json.dumps(row["result"])) / 1e6,
+                json.dumps(row["result"].get("api_requests"), sort_keys=True)))
         # The whole job through ansible-playbook, both ways, in the same cluster: ours writes into NAMESPACE
         # already; the peer gets its own namespace so that both start from nothing.
         kubernetes.client.AppsV1Api(client).delete_collection_namespaced_daemon_set(NAMESPACE)

@@ -60,7 +60,7 @@ def wait_for_nfd(api, params, clock=time.monotonic, sleep=time.sleep):
             return facts, versions, waited
         if waited >= params['wait_timeout']:
             raise TaskError('timed out after %ds waiting for NFD labels: %s' % (params['wait_timeout'], missing),
-                            waited_seconds=round(waited, 1), **summary(facts))
+                            waited_seconds=round(waited, 1), **summary(facts, params['return_labels']))
         # The last look is at the timeout, not a sleep before it.
         sleep(min(params['wait_sleep'], params['wait_timeout'] - waited))
 
@@ -90,11 +90,15 @@ def _apply_labels(api, facts, resource_version, operands, present):
                     % (facts['name'], LABEL_PATCH_ATTEMPTS))
 
 
-def summary(facts_list):
-    """The module's view of the nodes: facts, GPU nodes, groupings, nodes without NFD, warnings per node."""
+def summary(facts_list, return_labels=True):
+    """The module's view of the nodes: facts, GPU nodes, groupings, nodes without NFD, warnings per node.
+
+    Without return_labels the facts leave out each node's label map, most of the result on a large cluster.
+    """
     groups = group_nodes(facts_list)
     return {
-        'nodes': facts_list,
+        'nodes': facts_list if return_labels else [
+            dict((key, value) for key, value in facts.items() if key != 'labels') for facts in facts_list],
         'gpu_nodes': [facts['name'] for facts in facts_list if facts['gpu_present']],
         'groups': groups,
         'rhcos_versions': sorted(groups['by_rhcos']),
@@ -115,7 +119,7 @@ def run(module, api):
             if changes:
                 label_changes[facts['name']] = changes
                 diffs.append(_label_diff(facts['name'], facts['labels'], changes))
-    result = summary(facts_list)
+    result = summary(facts_list, params['return_labels'])
     for facts in facts_list:
         for warning in facts['warnings']:
             module.warn(warning)

@@ -74,6 +74,14 @@ options:
     type: str
     choices: [present, absent]
     default: present
+  return_labels:
+    description:
+      - Return each node's full label map in RV(nodes[].labels).
+      - Off by default: NFD sets dozens of labels per node, and on thousands of nodes they would make most of the
+        result (and of the time Ansible spends on it). Turn it on to pass RV(nodes) to
+        M(accelerators.gpu.driver_daemonsets), which matches the nodes against the DaemonSets' node selectors.
+    type: bool
+    default: false
   operands:
     description:
       - Operands whose C(nvidia.com/gpu.deploy.<operand>) label is managed.
@@ -172,6 +180,7 @@ nodes:
     labels:
       description: All labels of the node.
       type: dict
+      returned: when I(return_labels)
     warnings:
       description: Problems found on this node.
       type: list
@@ -236,6 +245,7 @@ def main():
         min_gpu_nodes=dict(type='int', default=0),
         manage_labels=dict(type='bool', default=False),
         labels_state=dict(type='str', choices=['present', 'absent'], default='present'),
+        return_labels=dict(type='bool', default=False),
         operands=dict(type='list', elements='str', default=list(OPERANDS)),
     ), run)
 

@@ -16,7 +16,8 @@ PRESENT = 'nvidia.com/gpu.present'
 
 def params(**overrides):
     base = {'label_selector': None, 'page_size': 500, 'wait': False, 'wait_timeout': 300, 'wait_sleep': 5,
-            'min_gpu_nodes': 0, 'manage_labels': False, 'labels_state': 'present', 'operands': list(OPERANDS)}
+            'min_gpu_nodes': 0, 'manage_labels': False, 'labels_state': 'present', 'operands': list(OPERANDS),
+            'return_labels': False}
     base.update(overrides)
     return base
 
@@ -95,6 +96,13 @@ def test_run_reports_facts_groups_and_warnings():
     assert list(result['node_warnings']) == ['w2']
     assert module.warnings == result['node_warnings']['w2']
     assert 'diff' not in result
+
+
+def test_label_maps_are_returned_only_when_asked():
+    cluster = FakeCluster([rhcos_node('w1')])
+    assert 'labels' not in run(FakeModule(params()), cluster)['nodes'][0]
+    labels = run(FakeModule(params(return_labels=True)), cluster)['nodes'][0]['labels']
+    assert labels == cluster.nodes['w1']['metadata']['labels']
 
 
 def test_labels_are_managed_once_and_an_opt_out_made_meanwhile_is_honoured():
