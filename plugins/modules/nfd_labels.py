@@ -77,7 +77,7 @@ options:
   return_labels:
     description:
       - Return each node's full label map in RV(nodes[].labels).
-      - Off by default: NFD sets dozens of labels per node, and on thousands of nodes they would make most of the
+      - Off by default, because NFD sets dozens of labels per node, and on thousands of nodes they would make most of the
         result (and of the time Ansible spends on it). Turn it on to pass RV(nodes) to
         M(accelerators.gpu.driver_daemonsets), which matches the nodes against the DaemonSets' node selectors.
     type: bool
