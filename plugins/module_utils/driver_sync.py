@@ -14,6 +14,7 @@ from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan impor
     COMPONENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, PlanError, desired_driver_daemonsets, nodes_left_without_driver,
     plan_driver_changes)
 from ansible_collections.accelerators.gpu.plugins.module_utils.dtk import resolve_dtk_images
+from ansible_collections.accelerators.gpu.plugins.module_utils.image_list import pod_template_images
 from ansible_collections.accelerators.gpu.plugins.module_utils.mirrors import mirror_rules
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import node_facts
 from ansible_collections.accelerators.gpu.plugins.module_utils.registry import (
@@ -184,6 +185,7 @@ def run(module, api):
         'blocked': plan['blocked'],
         'kept': [{'name': entry['name'], 'reason': entry['reason']} for entry in changes['keep']],
         'assignments': plan['assignments'],
+        'images': pod_template_images(plan['desired']),
         'left_without_driver': left,
         'mismatched': plan['mismatched'],
     }

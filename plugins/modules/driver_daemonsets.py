@@ -303,6 +303,12 @@ assignments:
   type: dict
   sample: {worker-0: {daemonset: nvidia-driver-daemonset-416.94.202405081406-0, build: dtk,
                       image: "nvcr.io/nvidia/driver:550.90.07-rhcos4.16", dtk_image: "quay.io/...@sha256:..."}}
+images:
+  description: Every image of the desired DaemonSets (driver, DTK side-cars), sorted, each once.
+  returned: with I(state=present)
+  type: list
+  elements: str
+  sample: ["nvcr.io/nvidia/driver:570.172.08-rhcos4.18", "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:..."]
 left_without_driver:
   description: Blocked nodes that no kept DaemonSet serves with a driver built for what they run.
   returned: always

@@ -174,3 +174,12 @@ def test_plan_errors_name_object_and_field():
     with pytest.raises(TaskError) as error:
         run(FakeModule(params(driver=dict(DRIVER, labels={'team': 'x' * 64}))), cluster)
     assert str(error.value).endswith('(object %s, field metadata.labels.team)' % DS_416)
+
+
+def test_images_are_every_image_of_the_planned_daemonsets():
+    cluster = FakeCluster([rhcos_node('w1', extra=LABELLED), node_418('w3')],
+                          imagestream=stream((RHCOS_416, DTK_416), (RHCOS_418, DTK_418)))
+    result = run(FakeModule(params(plan_only=True)), cluster)
+    assert result['images'] == sorted([DTK_416, DTK_418, 'nvcr.io/nvidia/driver:550.90.07-rhcos4.16',
+                                       'nvcr.io/nvidia/driver:550.90.07-rhcos4.18'])
+    assert cluster.writes == []
