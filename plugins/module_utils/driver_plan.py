@@ -17,6 +17,7 @@ from fractions import Fraction
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import (
     DEPLOY_LABEL_PREFIX, KERNEL_LABEL, OPERANDS_SWITCH, OS_RELEASE_PREFIX, OSTREE_LABEL, is_valid_label_value)
+from ansible_collections.accelerators.gpu.plugins.module_utils.proxy import trusted_ca_volume
 
 MODES = ('rhcos', 'kernel', 'single')
 DRIVER_DAEMONSET = 'nvidia-driver-daemonset'
@@ -184,6 +185,8 @@ def _driver_container(spec, image, dtk):
                        ('readiness_probe', 'readinessProbe')):
         if spec.get(key):
             container[field] = copy.deepcopy(spec[key])
+    if spec.get('trusted_ca_config_map'):
+        container['volumeMounts'].append(trusted_ca_volume(spec['trusted_ca_config_map'])[1])
     return container
 
 
@@ -221,6 +224,8 @@ def _daemonset(spec, name, mode_labels, node_selector, containers, kernels=None)
                for vol, path, kind, _mount, _options in HOST_VOLUMES]
     if any(c['name'] == DTK_CONTAINER for c in containers):
         volumes.append({'name': SHARED_VOLUME, 'emptyDir': {}})
+    if spec.get('trusted_ca_config_map'):
+        volumes.append(trusted_ca_volume(spec['trusted_ca_config_map'])[0])
     pod_spec = {
         'nodeSelector': selector,
         'tolerations': copy.deepcopy(DEFAULT_TOLERATIONS if spec.get('tolerations') is None else spec['tolerations']),

@@ -95,6 +95,11 @@ options:
         description:
           - Kubernetes C(ResourceRequirements) of the driver container.
         type: dict
+      trusted_ca_config_map:
+        description:
+          - ConfigMap in I(namespace) whose C(ca-bundle.crt) is the CA bundle the driver container trusts (a proxy's),
+            mounted as the GPU Operator does at C(/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem).
+        type: str
       tolerations:
         description:
           - Pod tolerations; C(nvidia.com/gpu:NoSchedule) when omitted, none with an empty list.
@@ -343,6 +348,7 @@ DRIVER_OPTIONS = dict(
     image_pull_secrets=dict(type='list', elements='str', no_log=False),
     env=dict(type='list', elements='dict'),
     resources=dict(type='dict'),
+    trusted_ca_config_map=dict(type='str'),
     tolerations=dict(type='list', elements='dict'),
     labels=dict(type='dict'),
     annotations=dict(type='dict'),

@@ -1,0 +1,49 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The cluster's proxy settings as the operands that fetch anything get them: the values in a Secret (they may hold
+credentials), the containers' environment referring to it, and whether a trusted CA bundle is to be mounted."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+# (environment variable, field of the Proxy's status and of the given settings); each is set in both cases, as
+# tools read either.
+PROXY_FIELDS = (('HTTP_PROXY', 'httpProxy'), ('HTTPS_PROXY', 'httpsProxy'), ('NO_PROXY', 'noProxy'))
+# The GPU Operator's names: a ConfigMap the cluster network operator fills with the cluster's CA bundle, mounted in
+# the driver container where RHEL's trust store reads it.
+TRUSTED_CA_CONFIG_MAP = 'gpu-operator-trusted-ca'
+TRUSTED_CA_KEY = 'ca-bundle.crt'
+TRUSTED_CA_DIR = '/etc/pki/ca-trust/extracted/pem'
+TRUSTED_CA_FILE = 'tls-ca-bundle.pem'
+
+
+def proxy_settings(cluster_proxy=None, given=None, secret_name='accelerators-gpu-proxy'):
+    """Proxy settings from the cluster's Proxy object (config.openshift.io/v1, or None) and the given settings
+    ({httpProxy, httpsProxy, noProxy, trustedCA}: non-empty given values win).
+
+    Returns {'secret_data': {NAME: value} (upper and lower case names), 'env': Kubernetes env entries reading them
+    from the Secret secret_name, 'trusted_ca': whether a trusted CA bundle is configured (the Proxy's
+    spec.trustedCA.name, or a given PEM bundle), 'trusted_ca_bundle': the given PEM bundle or ''}.
+    """
+    cluster_proxy = cluster_proxy or {}
+    status = cluster_proxy.get('status') or {}
+    given = given or {}
+    data = {}
+    for name, field in PROXY_FIELDS:
+        value = given.get(field) or status.get(field) or ''
+        if value:
+            data[name] = data[name.lower()] = value
+    env = [{'name': name, 'valueFrom': {'secretKeyRef': {'name': secret_name, 'key': name}}}
+           for name in sorted(data)]
+    bundle = given.get('trustedCA') or ''
+    from_cluster = ((cluster_proxy.get('spec') or {}).get('trustedCA') or {}).get('name')
+    return {'secret_data': data, 'env': env, 'trusted_ca': bool(bundle or from_cluster), 'trusted_ca_bundle': bundle}
+
+
+def trusted_ca_volume(config_map):
+    """The volume and the driver container's mount of the trusted CA ConfigMap, as the GPU Operator lays them out."""
+    volume = {'name': 'trusted-ca', 'configMap': {'name': config_map, 'items': [
+        {'key': TRUSTED_CA_KEY, 'path': TRUSTED_CA_FILE}]}}
+    mount = {'name': 'trusted-ca', 'mountPath': TRUSTED_CA_DIR, 'readOnly': True}
+    return volume, mount
