@@ -59,6 +59,7 @@ HOST_VOLUMES = (
 
 _DNS_SUBDOMAIN_RE = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')
 _IMAGE_TAG_RE = re.compile(r'^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$')
+_RHCOS_BUILD_RE = re.compile(r'^(\d+)\.(\d+)\.\d+-\d+$')
 _KERNEL_ARCH_RE = re.compile(r'x86_64(?:_64k)?|aarch64(?:_64k)?')
 _QUANTITY_RE = re.compile(r'^([+-]?(?:\d+\.?\d*|\.\d+))(?:[eE]([+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?$')
 _QUANTITY_SUFFIX = {
@@ -117,6 +118,20 @@ def os_tag(facts):
     if facts['os']['id'] and facts['os']['version_id']:
         return '%s%s' % (facts['os']['id'], facts['os']['version_id'])
     return None
+
+
+def rhcos_os_tag(rhcos):
+    """The os tag of the nodes an RHCOS build boots, from the build string alone: 4xx.yy.z builds (OpenShift <= 4.18)
+    are os-release ID rhcos with the OpenShift minor (418.94... gives rhcos4.18), layered builds ID rhel with the
+    RHEL minor (9.6.20260303-1 gives rhel9.6)."""
+    match = _RHCOS_BUILD_RE.match(rhcos)
+    if not match:
+        raise PlanError('prepare_versions: %s is not an RHCOS build such as 418.94.202509100653-0 or 9.6.20260303-1'
+                        % rhcos, obj=rhcos, field='prepare_versions')
+    first, second = match.groups()
+    if int(first) >= 40:
+        return 'rhcos%s.%s' % (first[0], first[1:])
+    return 'rhel%s.%s' % (first, second)
 
 
 def precompiled_image(repository, image, branch, kernel, os_tag_value):
@@ -292,23 +307,35 @@ def _note_mismatches(plan, members, kind):
         plan['warnings'].append(message)
 
 
+def _dtk_daemonset(spec, rhcos, image, dtk_image, kernels=None):
+    return _daemonset(
+        spec, driver_daemonset_name(rhcos), {DTK_LABEL: 'true', DTK_RHCOS_LABEL: rhcos, PRECOMPILED_LABEL: 'false'},
+        {OSTREE_LABEL: rhcos, DRIVER_DEPLOY_LABEL: 'true'},
+        [_driver_container(spec, image, True), _dtk_container(spec, dtk_image, rhcos)], kernels)
+
+
+def _dtk_message(dtk_images, rhcos):
+    entry = dtk_images.get(rhcos) or {}
+    if entry.get('status') == 'resolved':
+        return None
+    return entry.get('message') or 'RHCOS %s was not looked up in the DTK image stream' % rhcos
+
+
 def _add_dtk_build(spec, plan, rhcos, members, dtk_images, kernels=None, why=''):
     """Add the DTK build DaemonSet of one RHCOS version, or block its nodes; True when added."""
-    entry = dtk_images.get(rhcos) or {}
-    if entry.get('status') != 'resolved':
-        _block(plan, rhcos, members, why + (entry.get('message') or
-                                            'RHCOS %s was not looked up in the DTK image stream' % rhcos))
+    unresolved = _dtk_message(dtk_images, rhcos)
+    if unresolved:
+        _block(plan, rhcos, members, why + unresolved)
         return False
+    entry = dtk_images[rhcos]
     image = _build_image(spec, os_tag(members[0]))
     if image is None:
         _block(plan, rhcos, members, why + 'nodes have no NFD os-release ID/VERSION_ID labels to choose the '
                                            'driver image tag: give image_ref')
         return False
-    name = driver_daemonset_name(rhcos)
-    plan['desired'].append(_daemonset(
-        spec, name, {DTK_LABEL: 'true', DTK_RHCOS_LABEL: rhcos, PRECOMPILED_LABEL: 'false'},
-        {OSTREE_LABEL: rhcos, DRIVER_DEPLOY_LABEL: 'true'},
-        [_driver_container(spec, image, True), _dtk_container(spec, entry['image'], rhcos)], kernels))
+    daemonset = _dtk_daemonset(spec, rhcos, image, entry['image'], kernels)
+    name = daemonset['metadata']['name']
+    plan['desired'].append(daemonset)
     for facts in members:
         plan['assignments'][facts['name']] = {'daemonset': name, 'build': 'dtk', 'image': image,
                                               'dtk_image': entry['image']}
@@ -323,14 +350,29 @@ def _groups(members, key):
     return sorted(groups.items(), key=lambda item: str(item[0]))
 
 
-def _plan_rhcos(spec, nodes, dtk_images, precompiled_available, plan):
+def _plan_rhcos(spec, nodes, dtk_images, precompiled_available, plan, prepare_versions=()):
     _require(spec, () if spec.get('image_ref') else ('repository', 'version'), 'rhcos')
-    for rhcos, members in _groups(nodes, lambda facts: facts['rhcos_version']):
+    groups = _groups(nodes, lambda facts: facts['rhcos_version'])
+    for rhcos, members in groups:
         if rhcos is None:
             _block(plan, 'unknown', members, 'no RHCOS version (osImage has none, no OSTREE_VERSION label): '
                                              'not RHCOS nodes; use mode kernel or single for them')
         else:
             _add_dtk_build(spec, plan, rhcos, members, dtk_images)
+    for rhcos in sorted(set(prepare_versions) - set(version for version, _members in groups)):
+        _prepare_dtk_build(spec, plan, rhcos, dtk_images)
+
+
+def _prepare_dtk_build(spec, plan, rhcos, dtk_images):
+    """The DTK build DaemonSet of a version no GPU node runs yet (an upgrade's target): its node selector, the
+    version's OSTREE_VERSION label, selects no node until nodes boot the version and NFD labels them."""
+    os_tag_value = rhcos_os_tag(rhcos)
+    unresolved = _dtk_message(dtk_images, rhcos)
+    if unresolved:
+        raise PlanError('prepare_versions: RHCOS %s has no DTK image, so its driver DaemonSet cannot be prepared: %s'
+                        % (rhcos, unresolved), obj=driver_daemonset_name(rhcos), field='dtk_images')
+    plan['desired'].append(_dtk_daemonset(spec, rhcos, _build_image(spec, os_tag_value), dtk_images[rhcos]['image']))
+    plan['prepared'].append(driver_daemonset_name(rhcos))
 
 
 def _image_exists(image, available):
@@ -341,7 +383,7 @@ def _image_exists(image, available):
     return image in available
 
 
-def _plan_kernel(spec, nodes, dtk_images, precompiled_available, plan):
+def _plan_kernel(spec, nodes, dtk_images, precompiled_available, plan, prepare_versions=()):
     _require(spec, ('repository', 'branch'), 'kernel')
     missing = {}
     for (kernel, tag), members in _groups(nodes, lambda facts: (facts['kernel']['effective'], os_tag(facts))):
@@ -379,7 +421,7 @@ def _plan_kernel(spec, nodes, dtk_images, precompiled_available, plan):
                                     % (', '.join(_names(members)), driver_daemonset_name(rhcos)))
 
 
-def _plan_single(spec, nodes, dtk_images, precompiled_available, plan):
+def _plan_single(spec, nodes, dtk_images, precompiled_available, plan, prepare_versions=()):
     _require(spec, () if spec.get('image_ref') else ('repository', 'version'), 'single')
     if not nodes:
         return
@@ -396,7 +438,8 @@ def _plan_single(spec, nodes, dtk_images, precompiled_available, plan):
         plan['assignments'][facts['name']] = {'daemonset': DRIVER_DAEMONSET, 'build': 'compile', 'image': image}
 
 
-def desired_driver_daemonsets(spec, gpu_nodes_facts, dtk_images, mode, precompiled_available=None):
+def desired_driver_daemonsets(spec, gpu_nodes_facts, dtk_images, mode, precompiled_available=None,
+                              prepare_versions=()):
     """Driver DaemonSets that must exist for the GPU nodes.
 
     spec: namespace, repository, image (name, default 'driver'), version (DTK/single builds), branch
@@ -405,17 +448,21 @@ def desired_driver_daemonsets(spec, gpu_nodes_facts, dtk_images, mode, precompil
     readiness_probe, service_account_name, priority_class_name, node_selector (extra).
     dtk_images: {rhcos: {status, image, message}} (resolve_dtk_images()['versions']).
     precompiled_available: set of, or {ref: bool} for, precompiled images that exist; None assumes all exist.
+    prepare_versions (mode rhcos): RHCOS builds to plan a DaemonSet for even when no GPU node runs them yet (an
+    upgrade's target), listed in `prepared`; one without a resolved DTK image is a PlanError.
     A node whose nvidia.com/gpu.deploy.driver has a value other than 'true' ('pre-installed': host driver),
     or whose operands are switched off, gets no driver DaemonSet.
 
     Returns {desired: [DaemonSet], blocked: [{key, nodes, reason}], assignments: {node: {daemonset,
     build: 'dtk'|'precompiled'|'compile'|'host'|'none'|'blocked', ...}}, mismatched: [{node, label,
-    effective, message}], warnings: [message]}.
+    effective, message}], warnings: [message], prepared: [DaemonSet names of prepare_versions no node runs]}.
     """
     if mode not in MODES:
         raise PlanError('mode %s is not one of %s' % (mode, ', '.join(MODES)), obj='driver spec', field='mode')
+    if prepare_versions and mode != 'rhcos':
+        raise PlanError('prepare_versions needs mode rhcos, not %s' % mode, obj='driver spec', field='prepare_versions')
     _require(spec, ('namespace',), mode)
-    plan = {'desired': [], 'blocked': [], 'assignments': {}, 'mismatched': [], 'warnings': []}
+    plan = {'desired': [], 'blocked': [], 'assignments': {}, 'mismatched': [], 'warnings': [], 'prepared': []}
     eligible = []
     for facts in sorted(gpu_nodes_facts, key=lambda facts: facts['name']):
         if not facts['gpu_present']:
@@ -431,7 +478,7 @@ def desired_driver_daemonsets(spec, gpu_nodes_facts, dtk_images, mode, precompil
         else:
             eligible.append(facts)
     planner = {'rhcos': _plan_rhcos, 'kernel': _plan_kernel, 'single': _plan_single}[mode]
-    planner(spec, eligible, dtk_images or {}, precompiled_available, plan)
+    planner(spec, eligible, dtk_images or {}, precompiled_available, plan, prepare_versions)
     names = [daemonset['metadata']['name'] for daemonset in plan['desired']]
     for name in set(names):
         if names.count(name) > 1:

@@ -57,8 +57,9 @@ def given_dtk_images(dtk_images):
     return entries
 
 
-def _looked_up_dtk_images(api, facts_list):
+def _looked_up_dtk_images(api, facts_list, prepare_versions):
     versions = set(facts['rhcos_version'] for facts in facts_list if facts['gpu_present'] and facts['rhcos_version'])
+    versions.update(prepare_versions)
     if not versions:
         return {}
     imagestream, absence = api.read_dtk_imagestream()
@@ -149,7 +150,8 @@ def _plan(module, api):
     else:
         facts_list = given_node_facts(params['nodes'])
     if params['dtk_images'] is None:
-        dtk_images = {} if params['mode'] == 'single' else _looked_up_dtk_images(api, facts_list)
+        dtk_images = ({} if params['mode'] == 'single'
+                      else _looked_up_dtk_images(api, facts_list, params['prepare_versions']))
     else:
         dtk_images = given_dtk_images(params['dtk_images'])
     spec = dict((key, value) for key, value in (params['driver'] or {}).items() if value is not None)
@@ -158,7 +160,8 @@ def _plan(module, api):
     if params['mode'] == 'kernel' and params['precompiled_registry_check'] is not None:
         available, checks = _checked_precompiled(api, spec, facts_list, params['precompiled_registry_check'])
     try:
-        plan = desired_driver_daemonsets(spec, facts_list, dtk_images, params['mode'], available)
+        plan = desired_driver_daemonsets(spec, facts_list, dtk_images, params['mode'], available,
+                                         params['prepare_versions'])
         if checks is not None:
             plan['precompiled_checks'] = checks
         # Every DaemonSet of the namespace, not only labelled ones: one this collection did not create (the GPU
@@ -188,6 +191,7 @@ def run(module, api):
         'images': pod_template_images(plan['desired']),
         'left_without_driver': left,
         'mismatched': plan['mismatched'],
+        'prepared': plan['prepared'],
     }
     if 'precompiled_checks' in plan:
         result['precompiled_checks'] = plan['precompiled_checks']

@@ -9,9 +9,14 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
+
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import TaskError
 from ansible_collections.accelerators.gpu.plugins.module_utils.dtk import resolve_dtk_images
 from ansible_collections.accelerators.gpu.plugins.module_utils.mirrors import mirror_rules, pull_candidates
+
+# The release payload's component whose image is the Driver Toolkit of the release's RHCOS build.
+DTK_COMPONENT = 'driver-toolkit'
 
 
 def pull_references(image, rules):
@@ -26,24 +31,48 @@ def _blocked_message(what, image):
             % (what, image, 'digest' if '@' in image else 'tag'))
 
 
-def release_dtk_image(module, release):
-    """The DTK image of a release (version or release image) from `oc adm release info --image-for`."""
-    params = module.params
-    oc = params['oc_path'] or module.get_bin_path('oc')
-    if not oc:
-        raise TaskError(
-            'release %s was given, and finding its DTK image needs the oc client (`oc adm release info %s '
-            '--image-for=driver-toolkit`), which is not in PATH: install oc or set oc_path' % (release, release))
-    command = [oc, 'adm', 'release', 'info', release, '--image-for=driver-toolkit']
+def parse_release_info(text, release):
+    """(DTK image, RHCOS build or None) of a release from `oc adm release info --output=json`: the image of tag
+    driver-toolkit of its image references, and the Version of its displayVersions' machine-os."""
+    try:
+        info = json.loads(text)
+    except ValueError:
+        info = None
+    if not isinstance(info, dict):
+        raise TaskError('`oc adm release info %s --output=json` did not print a JSON object: %s'
+                        % (release, text.strip()[:200] or 'no output'))
+    tags = ((info.get('references') or {}).get('spec') or {}).get('tags') or []
+    images = [(tag.get('from') or {}).get('name') for tag in tags if tag.get('name') == DTK_COMPONENT]
+    if not images or not images[0]:
+        raise TaskError('release %s has no %s image among its %d image references: a release before OpenShift 4.6, '
+                        'or not an OpenShift release' % (release, DTK_COMPONENT, len(tags)))
+    machine_os = (info.get('displayVersions') or {}).get('machine-os') or {}
+    return images[0], machine_os.get('Version') or None
+
+
+def release_info_command(params, oc, release):
+    """The `oc adm release info` command reading a release's image references and component versions."""
+    command = [oc, 'adm', 'release', 'info', release, '--output=json']
     if params['idms_file']:
         command.append('--idms-file=%s' % params['idms_file'])
     if params['registry_config']:
         command.append('--registry-config=%s' % params['registry_config'])
+    return command
+
+
+def release_dtk_image(module, release):
+    """(DTK image, RHCOS build) of a release (version or release image) from `oc adm release info`."""
+    params = module.params
+    oc = params['oc_path'] or module.get_bin_path('oc')
+    if not oc:
+        raise TaskError(
+            'release %s was given, and finding its DTK image and RHCOS build needs the oc client (`oc adm release '
+            'info %s --output=json`), which is not in PATH: install oc or set oc_path' % (release, release))
+    command = release_info_command(params, oc, release)
     rc, out, err = module.run_command(command)
-    image = out.strip()
-    if rc != 0 or not image:
+    if rc != 0:
         raise TaskError('`%s` failed (rc=%d): %s' % (' '.join(command), rc, (err or out).strip() or 'no output'))
-    return image
+    return parse_release_info(out, release)
 
 
 def run(module, api):
@@ -64,8 +93,8 @@ def run(module, api):
     result = {'changed': False, 'images': images, 'unresolved': unresolved, 'problems': problems,
               'notes': resolved['notes'], 'mirror_rules': rules}
     if params['release']:
-        result['release'] = dict(pull_references(release_dtk_image(module, params['release']), rules),
-                                 release=params['release'])
+        image, rhcos = release_dtk_image(module, params['release'])
+        result['release'] = dict(pull_references(image, rules), release=params['release'], rhcos=rhcos)
         if not result['release']['candidates']:
             problems.append(_blocked_message('DTK image of release %s' % params['release'],
                                              result['release']['image']))

@@ -27,7 +27,6 @@ MCD_REASON = 'machineconfiguration.openshift.io/reason'
 # waiting (the machine-config operator may pick it), blocked (cordoned or NotReady: the operator never picks it),
 # mismatch (at the pool's config, but running another build than the target).
 PHASES = ('done', 'moving', 'waiting', 'blocked', 'mismatch')
-TARGET_PLACEHOLDER = 'rhcos-upgrade-target'
 
 
 def _record(annotations):
@@ -98,25 +97,6 @@ def upgrade_state(nodes, pool, target):
         state[phase] = [entry['name'] for entry in entries if entry['phase'] == phase]
     state['out'] = [entry['name'] for entry in entries if entry['phase'] == 'moving' and entry['gpu']]
     return state
-
-
-def target_facts(target):
-    """Node facts standing for a GPU node that runs RHCOS `target`, so that driver_daemonsets creates (and keeps)
-    that build's DaemonSet before any node runs it: the module plans only for builds nodes run.
-
-    The os-release ID and VERSION_ID, which choose the driver image's tag, follow from the build string:
-    4xx.yy.z builds (OpenShift <= 4.18) are ID rhcos with the OpenShift minor, layered builds are ID rhel with
-    the RHEL minor.
-    """
-    first, second = target.split('.')[:2]
-    if int(first) >= 40:
-        os_id, version_id = 'rhcos', '%s.%s' % (first[0], first[1:])
-    else:
-        os_id, version_id = 'rhel', '%s.%s' % (first, second)
-    return {'name': TARGET_PLACEHOLDER, 'labels': {}, 'gpu_present': True, 'deploy_labels': {},
-            'kernel': {'full': None, 'effective': None, 'running': None},
-            'os': {'id': os_id, 'version_id': version_id},
-            'rhcos_version': target, 'rhcos_label': target, 'rhcos_os_image': target}
 
 
 def record_patches(entries, target, now, validated=False):

@@ -186,6 +186,20 @@ options:
         description: Seconds each registry request may take.
         type: int
         default: 10
+  prepare_versions:
+    description:
+      - With I(mode=rhcos), RHCOS builds whose driver DaemonSet is planned and created even though no GPU node runs
+        them yet, for example the target of an upgrade, so that each node that boots the build finds its driver
+        DaemonSet there.
+      - Such a DaemonSet selects the build's C(OSTREE_VERSION) label, so it has no pod until nodes run the build and
+        are labelled. The driver image's tag follows from the build string (C(418.94.x) gives C(rhcos4.18),
+        C(9.6.x) gives C(rhel9.6)). It is desired, so never deleted as stale while the build is listed here; once
+        nodes run the build it is planned for them as any other.
+      - A listed build without a resolved DTK image (I(dtk_images), or the image stream) fails the module before any
+        write.
+    type: list
+    elements: str
+    default: []
   allow_blocked:
     description:
       - Apply the other DaemonSets even when a blocked version leaves nodes without a driver. DaemonSets that still
@@ -244,6 +258,15 @@ EXAMPLES = r'''
       version: 550.90.07
     precompiled_available:
       - nvcr.io/nvidia/driver:550-5.14.0-427.33.1.el9_4.x86_64-rhcos4.16
+
+- name: Before an RHCOS upgrade, the target build's DaemonSet, selecting no node until nodes boot the build
+  accelerators.gpu.driver_daemonsets:
+    namespace: nvidia-gpu-operator
+    mode: rhcos
+    prepare_versions: [9.6.20260401-0]
+    driver:
+      repository: nvcr.io/nvidia
+      version: 570.172.08
 
 - name: What would change, without writing
   accelerators.gpu.driver_daemonsets:
@@ -308,6 +331,12 @@ assignments:
   type: dict
   sample: {worker-0: {daemonset: nvidia-driver-daemonset-416.94.202405081406-0, build: dtk,
                       image: "nvcr.io/nvidia/driver:550.90.07-rhcos4.16", dtk_image: "quay.io/...@sha256:..."}}
+prepared:
+  description: DaemonSets of I(prepare_versions) builds that no GPU node runs yet (created, updated or unchanged).
+  returned: with I(state=present)
+  type: list
+  elements: str
+  sample: [nvidia-driver-daemonset-9.6.20260401-0]
 images:
   description: Every image of the desired DaemonSets (driver, DTK side-cars), sorted, each once.
   returned: with I(state=present)
@@ -378,6 +407,7 @@ def main():
             validate_certs=dict(type='bool', default=True),
             timeout=dict(type='int', default=10),
         )),
+        prepare_versions=dict(type='list', elements='str', default=[]),
         allow_blocked=dict(type='bool', default=False),
         plan_only=dict(type='bool', default=False),
     ), run, required_if=[('state', 'present', ['driver'])],

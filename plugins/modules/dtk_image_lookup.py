@@ -20,8 +20,9 @@ description:
     name, fixed by deleting the stream), an unresolved C(0.0.1-snapshot-machine-os) placeholder, and a missing stream
     (not OpenShift, or the stream absent).
   - Explicit I(overrides) pin images per version.
-  - With I(release), also resolves the DTK image of a release that is not installed yet, with
-    C(oc adm release info <release> --image-for=driver-toolkit).
+  - With I(release), also resolves the DTK image and the RHCOS build of a release that is not installed yet, with
+    C(oc adm release info <release> --output=json) (the image of its C(driver-toolkit) reference, the version of its
+    C(machine-os) component).
   - Applies the cluster's ImageDigestMirrorSet, ImageTagMirrorSet and ImageContentSourcePolicy rules and reports, beside
     each image, the references a node tries in order (I(candidates)) and the first (I(pull_from)).
   - Never changes anything. Every result carries I(api_requests), the API requests sent, by HTTP verb.
@@ -44,7 +45,8 @@ options:
     default: true
   release:
     description:
-      - An OpenShift release (version such as C(4.18.22), or release image) whose DTK image to find with C(oc).
+      - An OpenShift release (version such as C(4.18.22), or release image) whose DTK image and RHCOS build to find
+        with C(oc).
       - The result is in I(release).
     type: str
   oc_path:
@@ -168,7 +170,9 @@ mirror_rules:
   type: list
   elements: dict
 release:
-  description: The DTK image of I(release) (C(release), C(image), C(pull_from), C(candidates)).
+  description:
+    - The DTK image of I(release) (C(release), C(image), C(pull_from), C(candidates)) and the RHCOS build the
+      release boots (C(rhcos), null when the release does not say).
   returned: when I(release) is given
   type: dict
 api_requests:

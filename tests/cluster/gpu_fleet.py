@@ -1,7 +1,9 @@
 """Fleets and cluster reads shared by the module tests."""
 
 import collections
+import json
 import os
+import stat
 
 RHCOS_416 = "416.94.202405081406-0"
 RHCOS_418 = "418.94.202509100653-0"
@@ -66,3 +68,17 @@ def settled(cluster, namespace):
 
 def create_driver_service_account(cluster, namespace):
     cluster.core.create_namespaced_service_account(namespace, {"metadata": {"name": DRIVER_SERVICE_ACCOUNT}})
+
+
+def fake_oc(directory, dtk_image, rhcos):
+    """An `oc` that records its arguments and prints, as `oc adm release info --output=json` does, a release whose
+    driver-toolkit image is dtk_image and whose machine-os is RHCOS rhcos."""
+    path = os.path.join(str(directory), "oc")
+    info = {"references": {"kind": "ImageStream", "spec": {"tags": [
+        {"name": "machine-os-content", "from": {"kind": "DockerImage", "name": "example.test/sim/os@sha256:" + "0" * 64}},
+        {"name": "driver-toolkit", "from": {"kind": "DockerImage", "name": dtk_image}}]}},
+        "displayVersions": {"machine-os": {"Version": rhcos, "DisplayName": "Red Hat Enterprise Linux CoreOS"}}}
+    with open(path, "w") as script:
+        script.write("#!/bin/sh\nprintf '%%s\\n' \"$@\" > '%s.args'\ncat <<'EOF'\n%s\nEOF\n" % (path, json.dumps(info)))
+    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
+    return path

@@ -2,13 +2,12 @@
 
 import os
 import shutil
-import stat
 import sys
 
 import pytest
 from kubernetes.client.rest import ApiException
 
-from gpu_fleet import RHCOS_416, RHCOS_96, fleet
+from gpu_fleet import RHCOS_416, RHCOS_96, fake_oc, fleet
 from localcluster.fleet import dtk_image
 from playbook import run, warm_up
 
@@ -97,29 +96,20 @@ def test_placeholder_stream_leaves_the_version_unresolved(cluster, make_fleet):
     assert result["unresolved"] == [RHCOS_96]
 
 
-def fake_oc(directory):
-    """An `oc` that records its arguments and prints a DTK image, as `oc adm release info --image-for` does."""
-    path = os.path.join(str(directory), "oc")
-    with open(path, "w") as script:
-        script.write('#!/bin/sh\nprintf "%%s\\n" "$@" > "%s.args"\necho %s\n' % (path, RELEASE_DTK))
-    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
-    return path
-
-
 def test_release_is_resolved_with_oc_through_the_site_mirror_file(cluster, make_fleet, mirror_sets, tmp_path):
     make_fleet(fleet([{"name": "gpu", "gpu": {"count": 8}, "os": {"rhcos": RHCOS_416}}]))
     mirror_sets("ImageDigestMirrorSet", "imagedigestmirrorsets", "config.openshift.io/v1", {
         "imageDigestMirrors": [{"source": ART, "mirrors": ["mirror.example.test/ocp/dtk"]}]})
-    oc = fake_oc(tmp_path)
+    oc = fake_oc(tmp_path, RELEASE_DTK, RHCOS_96)
     idms_file = tmp_path / "idms.yaml"
     idms_file.write_text("kind: ImageDigestMirrorSet\n")
     result = run(cluster, MODULE, {"release": "4.19.10", "oc_path": oc, "idms_file": str(idms_file)})
     assert not result.get("failed"), result.get("msg")
-    assert result["release"] == {"release": "4.19.10", "image": RELEASE_DTK,
+    assert result["release"] == {"release": "4.19.10", "image": RELEASE_DTK, "rhcos": RHCOS_96,
                                  "pull_from": "mirror.example.test/ocp/dtk@sha256:" + "f" * 64,
                                  "candidates": ["mirror.example.test/ocp/dtk@sha256:" + "f" * 64, RELEASE_DTK]}
     with open(oc + ".args") as recorded:
-        assert recorded.read().split() == ["adm", "release", "info", "4.19.10", "--image-for=driver-toolkit",
+        assert recorded.read().split() == ["adm", "release", "info", "4.19.10", "--output=json",
                                            "--idms-file=%s" % idms_file]
 
 
@@ -131,5 +121,5 @@ def test_release_without_oc_is_a_clear_error(cluster, make_fleet):
     result = run(cluster, MODULE, {"release": "4.19.10"}, extra_env={"PATH": path})
     assert result["failed"] is True
     assert result["msg"] == (
-        "release 4.19.10 was given, and finding its DTK image needs the oc client (`oc adm release info 4.19.10 "
-        "--image-for=driver-toolkit`), which is not in PATH: install oc or set oc_path")
+        "release 4.19.10 was given, and finding its DTK image and RHCOS build needs the oc client (`oc adm release "
+        "info 4.19.10 --output=json`), which is not in PATH: install oc or set oc_path")

@@ -9,6 +9,7 @@ checked here, by sampling the cluster every second, not taken from the playbook'
 import json
 import os
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -82,7 +83,11 @@ def install_stack(cluster, namespace, spec):
 
 
 def variables(namespace, spec, pool, **extra):
-    values = {"common_namespace": namespace, "rhcos_upgrade_pool": pool, "rhcos_upgrade_driver": driver(spec),
+    # The driver images from the common role's variables; the upgrade adds the node selector the stack has.
+    values = {"common_namespace": namespace, "rhcos_upgrade_pool": pool,
+              "common_driver_repository": gpu_fleet.DRIVER["repository"],
+              "common_driver_version": gpu_fleet.DRIVER["version"],
+              "rhcos_upgrade_driver": {"node_selector": driver(spec)["node_selector"]},
               "rhcos_upgrade_driver_label_selector": selector(spec), "rhcos_upgrade_poll": 1,
               "rhcos_upgrade_node_timeout": 120, "rhcos_upgrade_stack_timeout": 120, "common_wait_timeout": 120}
     values.update(extra)
@@ -93,14 +98,14 @@ class UpgradeRun:
     """ansible-playbook playbooks/rhcos_upgrade.yml in the background (its own process group, so that a test can
     kill it and its workers), its output in a file."""
 
-    def __init__(self, cluster, values, workdir):
+    def __init__(self, cluster, values, workdir, path=None):
         vars_file = os.path.join(str(workdir), "vars.json")
         with open(vars_file, "w") as handle:
             json.dump(values, handle)
         self.output_file = os.path.join(str(workdir), "ansible.log")
         env = dict(cluster.env, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_PYTHON_INTERPRETER=sys.executable,
                    ANSIBLE_NOCOLOR="true", ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false",
-                   ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks")
+                   ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks", PATH=path or os.environ["PATH"])
         command = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", PLAYBOOK,
                    "-e", "@" + vars_file]
         self.started = time.monotonic()
@@ -218,7 +223,7 @@ def report_figures(cluster, spec, sampler, run):
     assert max(overheads.values()) < 60, overheads
 
 
-def test_missing_target_dtk_tag_is_refused_before_anything_changes(cluster, namespace, make_fleet, tmp_path):
+def test_missing_target_dtk_tag_is_refused_before_anything_changes_and_a_release_gives_it(cluster, namespace, make_fleet, tmp_path):
     spec, _made, pool = upgrading(cluster, namespace, make_fleet, [("a", {"count": 2})], dtk_tag=False)
 
     def snapshot():
@@ -236,6 +241,34 @@ def test_missing_target_dtk_tag_is_refused_before_anything_changes(cluster, name
     assert snapshot() == before
     assert pool_of(cluster, pool)["spec"]["paused"] is True
     assert TARGET_DAEMONSET not in driver_daemonsets(cluster, namespace)
+
+    # The release to upgrade to, whose DTK image the stream lacks: without oc, preflight says so and changes nothing.
+    (tmp_path / "no-oc").mkdir()
+    without_oc = os.pathsep.join([os.path.dirname(sys.executable), "/usr/bin", "/bin"])
+    if not shutil.which("oc", path=without_oc):
+        run = UpgradeRun(cluster, variables(namespace, spec, pool, rhcos_upgrade_release=TARGET_OCP),
+                         tmp_path / "no-oc", path=without_oc)
+        assert run.wait() != 0
+        assert ("release %s was given, and finding its DTK image and RHCOS build needs the oc client" % TARGET_OCP
+                in run.output), run.output[-3000:]
+        assert snapshot() == before
+
+    # With oc, the release names the target build and its DTK image: the upgrade goes through.
+    (tmp_path / "oc").mkdir()
+    oc = gpu_fleet.fake_oc(tmp_path / "oc", fleets.dtk_image(TARGET), TARGET)
+    run = UpgradeRun(cluster, variables(namespace, spec, pool, rhcos_upgrade_release=TARGET_OCP),
+                     tmp_path / "oc", path=os.pathsep.join([os.path.dirname(oc), without_oc]))
+    assert run.wait() == 0, run.output[-6000:]
+    with open(oc + ".args") as recorded:
+        assert recorded.read().split() == ["adm", "release", "info", TARGET_OCP, "--output=json"]
+    assert driver_daemonsets(cluster, namespace) == [TARGET_DAEMONSET]
+    containers = {c.name: c.image for c in cluster.apps.read_namespaced_daemon_set(
+        TARGET_DAEMONSET, namespace).spec.template.spec.containers}
+    # The driver image from common_driver_repository and common_driver_version, the DTK image from the release.
+    common_driver_image = "%s/driver:%s-rhel9.6" % (gpu_fleet.DRIVER["repository"], gpu_fleet.DRIVER["version"])
+    assert containers == {"nvidia-driver-ctr": common_driver_image,
+                          "openshift-driver-toolkit-ctr": fleets.dtk_image(TARGET)}
+    assert_all_validated(cluster, spec)
 
 
 def test_node_that_never_returns_stops_the_line(cluster, namespace, make_fleet, tmp_path):

@@ -539,3 +539,61 @@ def test_upgrade_from_one_rhcos_to_the_next_end_to_end():
     plan = plan_driver_changes(desired, existing_after, after)
     assert plan['delete'] == ['nvidia-driver-daemonset-' + RHCOS_416]
     assert plan['unchanged'] == ['nvidia-driver-daemonset-' + RHCOS_418]
+
+
+# prepare_versions: an upgrade's target before any node runs it
+
+TARGET_96 = '9.6.20260401-0'
+DS_TARGET = 'nvidia-driver-daemonset-' + TARGET_96
+
+
+@pytest.mark.parametrize('build, tag', [(RHCOS_418, 'rhcos4.18'), (TARGET_96, 'rhel9.6'), ('10.1.20260126-0', 'rhel10.1')])
+def test_prepared_version_gets_its_daemonset_selecting_its_label_only(build, tag):
+    dtk = dict(DTK, **{build: resolved(DTK_418)})
+    plan = desired_driver_daemonsets(SPEC, facts_of(rhcos_node('w1')), dtk, 'rhcos', prepare_versions=[build])
+    desired = by_name(plan['desired'])
+    name = 'nvidia-driver-daemonset-' + build
+    assert sorted(desired) == sorted(['nvidia-driver-daemonset-' + RHCOS_416, name])
+    assert plan['prepared'] == [name] and plan['blocked'] == []
+    pod = desired[name]['spec']['template']['spec']
+    assert pod['nodeSelector'] == {OSTREE: build, DEPLOY_DRIVER: 'true'}
+    assert container(desired[name], 'nvidia-driver-ctr')['image'] == 'nvcr.io/nvidia/driver:550.90.07-' + tag
+    assert container(desired[name], 'openshift-driver-toolkit-ctr')['image'] == DTK_418
+    assert plan['assignments']['w1']['daemonset'] == 'nvidia-driver-daemonset-' + RHCOS_416
+    # Like a DaemonSet built for nodes of that build: the same object once nodes run it.
+    if build == RHCOS_418:
+        assert desired[name] == desired_driver_daemonsets(SPEC, facts_of(node_418('w9')), dtk, 'rhcos')['desired'][0]
+
+
+def test_prepared_version_a_node_runs_is_planned_once_for_its_nodes():
+    plan = desired_driver_daemonsets(SPEC, facts_of(node_418('w1')), DTK, 'rhcos', prepare_versions=[RHCOS_418])
+    assert [ds['metadata']['name'] for ds in plan['desired']] == ['nvidia-driver-daemonset-' + RHCOS_418]
+    assert plan['prepared'] == [] and plan['assignments']['w1']['daemonset'] == 'nvidia-driver-daemonset-' + RHCOS_418
+
+
+def test_prepared_daemonset_is_kept_while_listed_and_stale_without_pods_once_not():
+    nodes = facts_of(rhcos_node('w1'))
+    dtk = dict(DTK, **{TARGET_96: resolved(DTK_418)})
+    desired = desired_driver_daemonsets(SPEC, nodes, dtk, 'rhcos', prepare_versions=[TARGET_96])['desired']
+    existing = [server_applied(ds, 1 if ds['metadata']['name'] != DS_TARGET else 0,
+                               1 if ds['metadata']['name'] != DS_TARGET else 0) for ds in desired]
+    changes = plan_driver_changes(desired, existing, nodes)
+    assert changes['delete'] == [] and DS_TARGET in changes['unchanged']
+    # Without prepare_versions the empty DaemonSet of a build no node has is stale.
+    plain = desired_driver_daemonsets(SPEC, nodes, dtk, 'rhcos')['desired']
+    assert plan_driver_changes(plain, existing, nodes)['delete'] == [DS_TARGET]
+
+
+def test_prepared_version_without_dtk_or_not_a_build_or_not_rhcos_mode_is_a_plan_error():
+    with pytest.raises(PlanError) as error:
+        desired_driver_daemonsets(SPEC, [], {TARGET_96: {'status': 'missing', 'message': 'no tag 9.6.20260401-0'}},
+                                  'rhcos', prepare_versions=[TARGET_96])
+    assert str(error.value) == ('prepare_versions: RHCOS %s has no DTK image, so its driver DaemonSet cannot be '
+                                'prepared: no tag 9.6.20260401-0' % TARGET_96)
+    assert (error.value.obj, error.value.field) == (DS_TARGET, 'dtk_images')
+    with pytest.raises(PlanError) as error:
+        desired_driver_daemonsets(SPEC, [], DTK, 'rhcos', prepare_versions=['4.21.5'])
+    assert 'prepare_versions: 4.21.5 is not an RHCOS build' in str(error.value)
+    with pytest.raises(PlanError) as error:
+        desired_driver_daemonsets(SPEC, [], DTK, 'kernel', prepare_versions=[TARGET_96])
+    assert str(error.value) == 'prepare_versions needs mode rhcos, not kernel'

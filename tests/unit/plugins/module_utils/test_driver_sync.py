@@ -23,7 +23,8 @@ LABELLED = {'nvidia.com/gpu.deploy.driver': 'true'}
 def params(**overrides):
     base = {'namespace': 'gpu', 'state': 'present', 'mode': 'rhcos', 'driver': dict(DRIVER), 'nodes': None,
             'label_selector': None, 'page_size': 500, 'dtk_images': None, 'precompiled_available': None,
-            'precompiled_registry_check': None, 'allow_blocked': False, 'plan_only': False}
+            'precompiled_registry_check': None, 'prepare_versions': [], 'allow_blocked': False,
+            'plan_only': False}
     base.update(overrides)
     return base
 
@@ -174,6 +175,21 @@ def test_plan_errors_name_object_and_field():
     with pytest.raises(TaskError) as error:
         run(FakeModule(params(driver=dict(DRIVER, labels={'team': 'x' * 64}))), cluster)
     assert str(error.value).endswith('(object %s, field metadata.labels.team)' % DS_416)
+
+
+def test_prepare_versions_creates_the_target_daemonset_looking_its_dtk_up_and_keeps_it():
+    target = '9.6.20260401-0'
+    cluster = FakeCluster([rhcos_node('w1', extra=LABELLED)],
+                          imagestream=stream((RHCOS_416, DTK_416), (target, DTK_418)))
+    first = run(FakeModule(params(prepare_versions=[target])), cluster)
+    assert (first['created'], first['prepared']) == ([DS_416, 'nvidia-driver-daemonset-' + target],
+                                                     ['nvidia-driver-daemonset-' + target])
+    again = run(FakeModule(params(prepare_versions=[target])), cluster)
+    assert (again['changed'], again['deleted'], again['prepared']) == (False, [], ['nvidia-driver-daemonset-' + target])
+    with pytest.raises(TaskError) as error:
+        run(FakeModule(params(prepare_versions=['9.6.20260501-0'])), cluster)
+    assert str(error.value).startswith('prepare_versions: RHCOS 9.6.20260501-0 has no DTK image')
+    assert cluster.writes == [('APPLY', DS_416), ('APPLY', 'nvidia-driver-daemonset-' + target)]
 
 
 def test_images_are_every_image_of_the_planned_daemonsets():

@@ -8,11 +8,7 @@ __metaclass__ = type
 
 import json
 
-import pytest
-
 from ansible_collections.accelerators.gpu.plugins.module_utils import rhcos_upgrade
-from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import desired_driver_daemonsets
-
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.nodes import RHCOS_416, RHCOS_418, rhcos_node
 
 OLD, NEW = 'rendered-gpu-old', 'rendered-gpu-new'
@@ -74,20 +70,6 @@ def test_an_unreadable_record_is_no_record():
     node['metadata']['annotations'][rhcos_upgrade.RECORD_ANNOTATION] = 'not json'
     _found, state = phases(node)
     assert state['nodes'][0]['record'] == {}
-
-
-@pytest.mark.parametrize('build, os_tag', [(RHCOS_418, 'rhcos4.18'), ('9.6.20260303-1', 'rhel9.6'),
-                                           ('10.1.20260126-0', 'rhel10.1')])
-def test_target_facts_give_driver_daemonsets_the_target_build(build, os_tag):
-    plan = desired_driver_daemonsets(
-        {'namespace': 'gpu', 'repository': 'nvcr.io/nvidia', 'version': '550.90.07'},
-        [rhcos_upgrade.target_facts(build)], {build: {'status': 'resolved', 'image': 'quay.io/dtk@sha256:' + '0' * 64}},
-        'rhcos', None)
-    [daemonset] = plan['desired']
-    assert daemonset['metadata']['name'] == 'nvidia-driver-daemonset-' + build
-    pod = daemonset['spec']['template']['spec']
-    assert pod['nodeSelector']['feature.node.kubernetes.io/system-os_release.OSTREE_VERSION'] == build
-    assert pod['containers'][0]['image'] == 'nvcr.io/nvidia/driver:550.90.07-' + os_tag
 
 
 def test_records_say_where_a_node_comes_from_and_when_it_was_validated():
