@@ -15,6 +15,7 @@ import copy
 import re
 from fractions import Fraction
 
+from ansible_collections.accelerators.gpu.plugins.module_utils.applied_fields import applied_fields, dropped_fields
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import (
     DEPLOY_LABEL_PREFIX, KERNEL_LABEL, OPERANDS_SWITCH, OS_RELEASE_PREFIX, OSTREE_LABEL, is_valid_label_value)
 from ansible_collections.accelerators.gpu.plugins.module_utils.proxy import trusted_ca_volume
@@ -599,6 +600,8 @@ def plan_driver_changes(desired, existing, nodes_facts):
     app.kubernetes.io/component=nvidia-driver) are touched. One that is not desired is deleted only when it
     has no scheduled, current or misscheduled pods and no GPU node has its version; otherwise it is kept
     (with the reason), so a DaemonSet still serving a node, such as the one of a blocked version, stays.
+    A DaemonSet is unchanged when it holds everything declared and nothing this collection applied before and no
+    longer declares (a label taken out of driver.labels is still there until the next apply removes it).
 
     Returns {create: [DaemonSet], update: [(existing, desired)], unchanged: [name], delete: [name],
     keep: [{name, reason, node_selector, node_selector_terms}]}.
@@ -625,7 +628,8 @@ def plan_driver_changes(desired, existing, nodes_facts):
                  % (MANAGED_BY_LABEL, MANAGED_BY, COMPONENT_LABEL, 'nvidia-driver'))
         elif name not in managed:
             plan['create'].append(daemonset)
-        elif all(is_subset(daemonset.get(part), managed[name].get(part)) for part in ('metadata', 'spec')):
+        elif all(is_subset(daemonset.get(part), managed[name].get(part)) for part in ('metadata', 'spec')) and not \
+                dropped_fields(applied_fields(managed[name], MANAGED_BY), daemonset):
             plan['unchanged'].append(name)
         else:
             plan['update'].append((managed[name], daemonset))

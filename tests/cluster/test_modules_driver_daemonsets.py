@@ -212,6 +212,27 @@ def test_foreign_daemonsets_are_left_alone_and_absent_removes_only_owned_ones(cl
     assert (again["changed"], again["deleted"], writes(again)) == (False, [], {})
 
 
+def test_what_the_declaration_no_longer_has_is_removed(cluster, namespace, make_fleet):
+    spec = fleet([{"name": "gpu", "gpu": {"count": 8}, "os": {"rhcos": RHCOS_416}}])
+    make_fleet(spec)
+    create_driver_service_account(cluster, namespace)
+    label_gpu_nodes(cluster, spec)
+    args = {"namespace": namespace, "label_selector": selector(spec)}
+    # Unlike a removed list item, a removed label leaves everything still declared in place.
+    labelled = driver(spec, labels={"example.test/team": "ml"})
+    assert run(cluster, MODULE, dict(args, driver=labelled))["created"] == [DS_416]
+    # An edit by hand is not this collection's: declared again, the DaemonSet keeps it.
+    cluster.apps.patch_namespaced_daemon_set(DS_416, namespace, {"metadata": {"labels": {"example.test/by-hand": "x"}}})
+
+    removed = run(cluster, MODULE, dict(args, driver=driver(spec)), diff=True)
+    assert (removed["changed"], removed["updated"]) == (True, [DS_416])
+    ds = cluster.apps.read_namespaced_daemon_set(DS_416, namespace)
+    assert "example.test/team" not in ds.metadata.labels and "example.test/team" not in ds.spec.template.metadata.labels
+    assert ds.metadata.labels["example.test/by-hand"] == "x"
+    again = run(cluster, MODULE, dict(args, driver=driver(spec)))
+    assert (again["changed"], again["unchanged"], writes(again)) == (False, [DS_416], {})
+
+
 def test_kernel_mode_uses_precompiled_images_and_falls_back_to_dtk(cluster, namespace, make_fleet):
     kernel = "5.14.0-427.33.1.el9_4.x86_64"
     spec = fleet([{"name": "std", "gpu": {"count": 8}, "os": {"rhcos": RHCOS_416}},

@@ -398,6 +398,21 @@ def test_second_run_against_the_applied_result_changes_nothing():
     assert plan['create'] == [] and plan['update'] == [] and plan['delete'] == [] and plan['keep'] == []
 
 
+def test_a_label_taken_out_of_the_declaration_is_an_update():
+    nodes = facts_of(rhcos_node('w1'))
+    existing = server_applied(desired_driver_daemonsets(dict(SPEC, labels={'team': 'ml'}), nodes, DTK, 'rhcos')[
+        'desired'][0])
+    # What the API server records of that apply (trimmed): the extra label is this collection's.
+    existing['metadata']['managedFields'] = [{'manager': 'accelerators.gpu', 'operation': 'Apply', 'fieldsV1': {
+        'f:metadata': {'f:labels': {'f:team': {}}}}}]
+    desired = desired_driver_daemonsets(SPEC, nodes, DTK, 'rhcos')['desired']
+    assert [new['metadata']['name'] for _old, new in plan_driver_changes(desired, [existing], nodes)['update']] == [
+        'nvidia-driver-daemonset-' + RHCOS_416]
+    # Set by someone else, the same label is not this collection's to remove.
+    existing['metadata']['managedFields'][0]['manager'] = 'kubectl'
+    assert plan_driver_changes(desired, [existing], nodes)['unchanged'] == ['nvidia-driver-daemonset-' + RHCOS_416]
+
+
 def test_changed_driver_version_is_an_update():
     nodes = facts_of(rhcos_node('w1'))
     existing = [server_applied(ds) for ds in desired_driver_daemonsets(SPEC, nodes, DTK, 'rhcos')['desired']]
