@@ -28,6 +28,7 @@ from localcluster import controlplane, fleet  # noqa: E402  (tools/ is not a pac
 MODULES = ROOT / ".build" / "collections" / "ansible_collections" / "accelerators" / "gpu" / "plugins" / "modules"
 VERSIONS = ["416.94.202405081406-0", "418.94.202509100653-0", "9.6.20260217-1", "9.6.20260303-1"]
 NAMESPACE = "nvidia-gpu-operator"
+READY_TIMEOUT = 1800
 
 
 def fleet_spec(nodes):
@@ -49,7 +50,8 @@ def create_nodes(client, spec, workers=8):
                "status": n["status"]} for n in fleet.expand_groups(spec)]
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
         list(pool.map(core.create_node, bodies))
-    deadline = time.monotonic() + 600
+    # kwok initialises a few hundred nodes a minute on two busy cores.
+    deadline = time.monotonic() + READY_TIMEOUT
     while time.monotonic() < deadline:
         ready, token = 0, None
         while True:
@@ -62,7 +64,7 @@ def create_nodes(client, spec, workers=8):
         if ready >= len(bodies):
             return len(bodies)
         time.sleep(2)
-    raise RuntimeError("only %d of %d nodes Ready after 600 s" % (ready, len(bodies)))
+    raise RuntimeError("only %d of %d nodes Ready after %d s" % (ready, len(bodies), READY_TIMEOUT))
 
 
 def run_module(name, args_file):
