@@ -33,3 +33,37 @@ def limited_token(cluster, namespace, name, rules, seconds=3600):
     finally:
         rbac.delete_cluster_role_binding(role)
         rbac.delete_cluster_role(role)
+
+
+# What the deploy playbook needs on OpenShift with NFD run by someone else (nfd_install=never), and nothing more;
+# docs/awx-job-templates.md shows the same ClusterRole. Granting the operands' RBAC (the privileged SCC, the device
+# plugin's node reads) needs the permissions granted, so they are here too.
+DEPLOY_RULES = [
+    # Platform and proxy detection, the DTK image stream.
+    {"apiGroups": ["config.openshift.io"], "resources": ["clusterversions", "proxies"], "verbs": ["get"]},
+    {"apiGroups": ["image.openshift.io"], "resources": ["imagestreams"], "verbs": ["get"]},
+    # The mirror rules registry lookups follow.
+    {"apiGroups": ["config.openshift.io"], "resources": ["imagedigestmirrorsets", "imagetagmirrorsets"],
+     "verbs": ["list"]},
+    {"apiGroups": ["operator.openshift.io"], "resources": ["imagecontentsourcepolicies"], "verbs": ["list"]},
+    # Node facts and the operand labels.
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]},
+    {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "create", "patch"]},
+    # The operands and their waits.
+    {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get", "list", "create", "patch", "delete"]},
+    {"apiGroups": ["apps"], "resources": ["controllerrevisions"], "verbs": ["list"]},
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "create", "delete"]},
+    {"apiGroups": [""], "resources": ["pods", "events"], "verbs": ["get", "list"]},
+    {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list"]},
+    {"apiGroups": [""], "resources": ["serviceaccounts", "configmaps", "services", "secrets"],
+     "verbs": ["get", "create", "patch", "delete"]},
+    {"apiGroups": ["node.k8s.io"], "resources": ["runtimeclasses"], "verbs": ["get", "create", "patch"]},
+    {"apiGroups": ["monitoring.coreos.com"], "resources": ["servicemonitors"], "verbs": ["get", "create", "patch"]},
+    {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+     "resourceNames": ["servicemonitors.monitoring.coreos.com"], "verbs": ["get"]},
+    # The operands' RBAC, and what it grants.
+    {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"],
+     "verbs": ["get", "create", "patch"]},
+    {"apiGroups": ["security.openshift.io"], "resources": ["securitycontextconstraints"],
+     "resourceNames": ["privileged"], "verbs": ["use"]},
+]
