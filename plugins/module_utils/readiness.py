@@ -420,9 +420,9 @@ def observe_daemonsets(reads, names, selector):
             if entry['ready'] and entry['node']:
                 ready_pods.setdefault(entry['node'], []).append(entry['uid'])
     ready = bool(found) and not missing and all(s['ready'] for s in states)
+    keys = dict((node, ','.join(sorted(uids))) for node, uids in ready_pods.items())
     return Observation(ready, problems, {'daemonsets': states, 'ready_nodes': sorted(ready_pods),
-                                        'ready_pods': dict((node, ','.join(sorted(uids)))
-                                                           for node, uids in ready_pods.items())}, unready)
+                                         'ready_pods': keys}, unready)
 
 
 JOB_UID_LABEL = 'batch.kubernetes.io/controller-uid'

@@ -19,8 +19,8 @@ def names(plan):
 
 
 def test_nothing_kept_validates_every_node():
-    assert validation_plan([], ["a", "b"], {"a": "p1", "b": "p2"}) == {"validate": ["a", "b"], "kept": [],
-                                                                         "stale": []}
+    plan = validation_plan([], ["a", "b"], {"a": "p1", "b": "p2"})
+    assert plan == {"validate": ["a", "b"], "kept": [], "stale": []}
 
 
 def test_a_node_passed_for_its_current_pod_is_kept():
