@@ -38,6 +38,7 @@ except ImportError:
 FIELD_MANAGER = 'accelerators.gpu'
 DEFAULT_PAGE_SIZE = 500
 NODES = '/api/v1/nodes'
+PODS = '/api/v1/pods'
 DAEMONSETS = '/apis/apps/v1/namespaces/%s/daemonsets'
 DTK_IMAGESTREAM_PATH = '/apis/image.openshift.io/v1/namespaces/%s/imagestreams/%s' % (DTK_NAMESPACE, DTK_IMAGESTREAM)
 # ImageDigestMirrorSet, ImageTagMirrorSet, ImageContentSourcePolicy, by their mirrors.mirror_rules() argument
@@ -137,12 +138,13 @@ class ClusterAPI:
                            % (self._client.configuration.host, error))
         return json.loads(response.data)
 
-    def _list(self, path, label_selector=None, page_size=DEFAULT_PAGE_SIZE):
+    def _list(self, path, label_selector=None, page_size=DEFAULT_PAGE_SIZE, field_selector=None):
         """Every item of a list, page by page (limit and continue), so no single response holds all."""
         token = None
+        selectors = {'field_selector': field_selector} if field_selector else {}
         while True:
             page = self._request('GET', path, label_selector=label_selector or None, limit=page_size,
-                                 _continue=token)
+                                 _continue=token, **selectors)
             yield from page.get('items') or []
             token = (page.get('metadata') or {}).get('continue')
             if not token:
@@ -191,6 +193,19 @@ class ClusterAPI:
             # The API server reads a DELETE's options from its body when there is one, ignoring ?dryRun=All.
             body['dryRun'] = ['All']
         return self._request('DELETE', '%s/%s' % (DAEMONSETS % namespace, name), body=body, write=True)
+
+    def list_node_pods(self, node):
+        """The pods bound to a node, in every namespace."""
+        return list(self._list(PODS, field_selector='spec.nodeName=%s' % node))
+
+    def evict_pod(self, eviction):
+        """POST a policy/v1 Eviction; APIError 429 when a PodDisruptionBudget allows no disruption now."""
+        metadata = eviction['metadata']
+        path = '/api/v1/namespaces/%s/pods/%s/eviction' % (metadata['namespace'], metadata['name'])
+        return self._request('POST', path, body=eviction, write=True)
+
+    def list_pod_disruption_budgets(self, namespace):
+        return list(self._list('/apis/policy/v1/namespaces/%s/poddisruptionbudgets' % namespace))
 
     def read_dtk_imagestream(self):
         """(the ImageStream openshift/driver-toolkit, None), or (None, why it is absent).

@@ -1,0 +1,167 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Which pods of a node to evict before it goes down for an upgrade: the GPU workloads, as the GPU Operator's
+upgrade controller chooses them (k8s-operator-libs pkg/upgrade: pods requesting nvidia.com/gpu*, pods labelled
+nvidia.com/gpu-driver-upgrade-drain.skip=true left alone), and which PodDisruptionBudgets hold an eviction back.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import time
+
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import APIError, TaskError
+
+SKIP_LABEL = 'nvidia.com/gpu-driver-upgrade-drain.skip'
+GPU_RESOURCE_PREFIX = 'nvidia.com/gpu'
+MIRROR_ANNOTATION = 'kubernetes.io/config.mirror'
+FINISHED_PHASES = ('Succeeded', 'Failed')
+
+
+def pod_key(pod):
+    metadata = pod.get('metadata') or {}
+    return '%s/%s' % (metadata.get('namespace'), metadata.get('name'))
+
+
+def _is_zero(value):
+    return str(value).strip() in ('0', '0.0', '')
+
+
+def gpu_resources(pod):
+    """Sorted names of the nvidia.com/gpu* resources (nvidia.com/gpu, nvidia.com/gpu.shared, ...) any container or
+    init container of the pod requests or limits to a non-zero amount."""
+    spec = pod.get('spec') or {}
+    names = set()
+    for container in (spec.get('initContainers') or []) + (spec.get('containers') or []):
+        resources = container.get('resources') or {}
+        for kind in ('requests', 'limits'):
+            for name, value in (resources.get(kind) or {}).items():
+                if name.startswith(GPU_RESOURCE_PREFIX) and not _is_zero(value):
+                    names.add(name)
+    return sorted(names)
+
+
+def _owner_kinds(pod):
+    return [owner.get('kind') for owner in (pod.get('metadata') or {}).get('ownerReferences') or []]
+
+
+def eviction_plan(pods, skip_label=SKIP_LABEL):
+    """The GPU workloads among a node's pods: {evict: [pod], terminating: [key], spared: [{pod, reason}]}.
+
+    Pods that have finished or request no GPU are not GPU workloads. A GPU workload is spared, with the reason,
+    when labelled skip_label=true, owned by a DaemonSet (which would put it back at once) or a static pod (the
+    kubelet's own). One being deleted already is terminating: waited for, not evicted again.
+    """
+    plan = {'evict': [], 'terminating': [], 'spared': []}
+    for pod in sorted(pods, key=pod_key):
+        metadata = pod.get('metadata') or {}
+        if (pod.get('status') or {}).get('phase') in FINISHED_PHASES or not gpu_resources(pod):
+            continue
+        if (metadata.get('labels') or {}).get(skip_label) == 'true':
+            reason = 'labelled %s=true' % skip_label
+        elif 'DaemonSet' in _owner_kinds(pod):
+            reason = 'a DaemonSet pod: its DaemonSet would put it back'
+        elif MIRROR_ANNOTATION in (metadata.get('annotations') or {}):
+            reason = 'a static pod of the kubelet'
+        elif metadata.get('deletionTimestamp'):
+            plan['terminating'].append(pod_key(pod))
+            continue
+        else:
+            plan['evict'].append(pod)
+            continue
+        plan['spared'].append({'pod': pod_key(pod), 'reason': reason})
+    return plan
+
+
+def eviction(pod):
+    """The policy/v1 Eviction of a pod, POSTed to its eviction subresource; only of the pod read (its uid)."""
+    metadata = pod['metadata']
+    body = {'apiVersion': 'policy/v1', 'kind': 'Eviction',
+            'metadata': {'name': metadata['name'], 'namespace': metadata['namespace']}}
+    if metadata.get('uid'):
+        body['deleteOptions'] = {'preconditions': {'uid': metadata['uid']}}
+    return body
+
+
+def _expression_matches(expression, labels):
+    key, operator, values = expression.get('key'), expression.get('operator'), expression.get('values') or []
+    if operator == 'In':
+        return labels.get(key) in values
+    if operator == 'NotIn':
+        return key not in labels or labels[key] not in values
+    if operator == 'Exists':
+        return key in labels
+    if operator == 'DoesNotExist':
+        return key not in labels
+    return False
+
+
+def selector_matches(selector, labels):
+    """A LabelSelector against labels, as policy/v1 reads a PDB's (an empty selector selects every pod)."""
+    selector = selector or {}
+    return (all(labels.get(key) == value for key, value in (selector.get('matchLabels') or {}).items())
+            and all(_expression_matches(expression, labels) for expression in selector.get('matchExpressions') or []))
+
+
+def blocking_budgets(pod, budgets):
+    """Names and status of the PodDisruptionBudgets of the pod's namespace that select it: what a 429 answer to its
+    eviction refers to."""
+    metadata = pod.get('metadata') or {}
+    labels = metadata.get('labels') or {}
+    found = []
+    for budget in budgets:
+        if (budget.get('metadata') or {}).get('namespace') != metadata.get('namespace'):
+            continue
+        if selector_matches((budget.get('spec') or {}).get('selector'), labels):
+            status = budget.get('status') or {}
+            found.append('%s (disruptionsAllowed %s, currentHealthy %s of desiredHealthy %s)' % (
+                budget['metadata']['name'], status.get('disruptionsAllowed', '?'), status.get('currentHealthy', '?'),
+                status.get('desiredHealthy', '?')))
+    return sorted(found)
+
+
+def _not_gone_message(blocked, waiting):
+    parts = ['%s: %s' % (key, ('eviction held back by PodDisruptionBudget %s' % ', '.join(budgets)) if budgets
+                         else 'eviction refused (429), no PodDisruptionBudget selects it now')
+             for key, budgets in sorted(blocked.items())]
+    if waiting:
+        parts.append('evicted, still terminating: %s' % ', '.join(sorted(set(waiting))))
+    return '; '.join(parts)
+
+
+def run(module, api, clock=time.monotonic, sleep=time.sleep):
+    """Evict the GPU workloads of the nodes and wait until they are gone, within the timeout.
+
+    An eviction the API server refuses with 429 (a PodDisruptionBudget allows no disruption now) is tried again
+    every poll_interval; at the timeout the module fails naming each pod held back and its budgets.
+    """
+    params = module.params
+    deadline = clock() + params['timeout']
+    evicted, blocked = set(), {}
+    while True:
+        pods = [pod for node in params['nodes'] for pod in api.list_node_pods(node)]
+        plan = eviction_plan(pods, params['skip_label'])
+        blocked = {}
+        for pod in plan['evict']:
+            try:
+                api.evict_pod(eviction(pod))
+            except APIError as error:
+                if error.status == 404:
+                    continue
+                if error.status != 429:
+                    raise
+                blocked[pod_key(pod)] = blocking_budgets(pod, api.list_pod_disruption_budgets(
+                    pod['metadata']['namespace']))
+                continue
+            evicted.add(pod_key(pod))
+        result = {'changed': bool(evicted), 'evicted': sorted(evicted), 'spared': plan['spared'],
+                  'blocked': blocked, 'terminating': plan['terminating']}
+        if module.check_mode or not (plan['evict'] or plan['terminating']):
+            return result
+        if clock() >= deadline:
+            waiting = [key for key in plan['terminating'] + [pod_key(pod) for pod in plan['evict']]
+                       if key not in blocked]
+            raise TaskError('GPU workloads of %s not gone within %d s: %s' % (
+                ', '.join(params['nodes']), params['timeout'], _not_gone_message(blocked, waiting)), **result)
+        sleep(params['poll_interval'])
