@@ -247,3 +247,60 @@ def test_a_gpu_node_added_later_comes_up_on_the_next_run(cluster, namespace, mak
     assert jobs_by_check(cluster, namespace)[("cuda", added)] == 1
     rows = {row["node"]: row for row in status_of(cluster, variables)["nodes"]}
     assert sorted(rows) == sorted([first, added]) and all(row["ready"] for row in rows.values())
+
+
+def validation_jobs(cluster, namespace):
+    """{(check, node): Job uid} of the validation Jobs in namespace."""
+    jobs = cluster.batch.list_namespaced_job(namespace, label_selector="app.kubernetes.io/component=gpu-validation")
+    return {(job.metadata.labels["accelerators.gpu/validation"], job.metadata.annotations["accelerators.gpu/node"]):
+            job.metadata.uid for job in jobs.items}
+
+
+def test_rerun_validates_only_nodes_whose_operand_pod_was_replaced_and_a_tag_runs_common_once(
+        cluster, namespace, make_fleet):
+    spec = gpu_fleet({"name": "gpu", "count": 2, "gpu": {"count": 8}, "os": {"rhcos": RHCOS_416}})
+    gpu0, gpu1 = make_fleet(spec).node_names
+    variables = fleet_variables(namespace, spec, driver_validate=True)
+    playbook(cluster, "deploy", variables).succeeded()
+    first = validation_jobs(cluster, namespace)
+    assert sorted(first) == sorted((check, node) for check in ("driver", "toolkit", "cuda") for node in (gpu0, gpu1))
+
+    again = playbook(cluster, "deploy", variables).succeeded()
+    assert again.stats["changed"] == 0
+    assert validation_jobs(cluster, namespace) == first
+    started = [name for name, result in again.results if "Start a validation Job" in name and not result.get("skipped")]
+    assert started == []
+
+    # A new driver pod on gpu0 (OnDelete: deleted, re-created by its DaemonSet): only that node's driver is checked again.
+    pods = cluster.core.list_namespaced_pod(namespace, label_selector="app.kubernetes.io/component=nvidia-driver",
+                                            field_selector="spec.nodeName=" + gpu0)
+    (old_pod,) = pods.items
+    cluster.core.delete_namespaced_pod(old_pod.metadata.name, namespace)
+    rerun = playbook(cluster, "deploy", variables, tags="driver").succeeded()
+    after = validation_jobs(cluster, namespace)
+    assert after[("driver", gpu0)] != first[("driver", gpu0)]
+    assert {key: uid for key, uid in after.items() if key != ("driver", gpu0)} == {
+        key: uid for key, uid in first.items() if key != ("driver", gpu0)}
+    # The shared settings run once, with the first state the tags select.
+    assert [name for name, _result in rerun.results if name.endswith(": Look for the OpenShift config API")] == [
+        "accelerators.gpu.common : Look for the OpenShift config API"]
+
+
+def test_uninstall_keeps_a_namespace_it_did_not_create_and_what_else_is_in_it(cluster, namespace, make_fleet):
+    """The namespace fixture created the operand namespace before the deploy, with a ConfigMap of the site's."""
+    spec = gpu_fleet({"name": "gpu", "gpu": {"count": 4}, "os": {"rhcos": RHCOS_416}})
+    make_fleet(spec)
+    cluster.core.create_namespaced_config_map(namespace, {"metadata": {"name": "site-settings"},
+                                                          "data": {"owner": "the site"}})
+    variables = fleet_variables(namespace, spec)
+    playbook(cluster, "deploy", variables).succeeded()
+    labels = cluster.core.read_namespace(namespace).metadata.labels
+    assert "app.kubernetes.io/managed-by" not in labels
+    playbook(cluster, "uninstall", variables).succeeded()
+    kept = cluster.core.read_namespace(namespace)
+    assert kept.metadata.deletion_timestamp is None
+    assert cluster.core.read_namespaced_config_map("site-settings", namespace).data == {"owner": "the site"}
+    assert cluster.apps.list_namespaced_daemon_set(namespace).items == []
+    assert cluster.batch.list_namespaced_job(namespace).items == []
+    assert [account.metadata.name for account in cluster.core.list_namespaced_service_account(namespace).items] == [
+        "default"]
