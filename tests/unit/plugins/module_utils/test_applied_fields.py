@@ -39,8 +39,11 @@ def test_a_label_taken_out_is_dropped():
     assert dropped_fields(FIELDS, obj) == ['metadata.labels.team']
 
 
+def container(obj):
+    return obj['spec']['template']['spec']['containers'][0]
+
+
 def test_list_items_by_key_by_value_and_by_index():
-    container = lambda o: o['spec']['template']['spec']['containers'][0]  # noqa: E731
     assert dropped_fields(FIELDS, declared(lambda o: container(o).update(env=[{'name': 'B', 'value': '2'}]))) == [
         'spec.template.spec.containers[{"name":"driver"}].env[{"name":"A"}]']
     assert dropped_fields(FIELDS, declared(lambda o: container(o).pop('args'))) == [
