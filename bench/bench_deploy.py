@@ -1,0 +1,178 @@
+"""Benchmark of `ansible-playbook accelerators.gpu.deploy` on a 100-GPU-node OpenShift fleet, beside a plain peer.
+
+Starts its own local cluster with bench/fleets/deploy.yml (100 GPU nodes on two RHCOS builds, CPU-only nodes, a
+simulated driver build of driver_build_seconds on every GPU node), then measures, side by side in the same run:
+- ours: the deploy playbook from an empty cluster to a validated stack, then its no-op re-run;
+- the peer: bench/peer_deploy.yml (kubernetes.core and Jinja only, until: waits), applying the same manifests,
+  rendered from the objects our deploy created (after our uninstall, so that it also starts from nothing), first
+  run and no-op re-run.
+Per run: wall time, the time spent in wait tasks (profile_tasks) and the rest, the orchestration; the recap.
+Run: make bench-deploy  (or make bench, which runs both benchmarks)
+"""
+
+import argparse
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import kubernetes
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+from localcluster import api, controlplane, fleet  # noqa: E402  (tools/ is not a package on the path by default)
+
+FLEET = ROOT / "bench" / "fleets" / "deploy.yml"
+NAMESPACE = "nvidia-gpu-operator"
+NFD_NAMESPACE = "openshift-nfd"
+MANAGED = "app.kubernetes.io/managed-by=accelerators.gpu"
+PROFILE_LINE = re.compile(r"^(.*?) -{3,} +(\d+\.\d+)s$")
+RECAP = re.compile(r"^localhost +: (.*)$")
+# Server-set fields a manifest does not carry.
+SERVER_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration", "deprecated.daemonset.template.generation")
+SERVICE_FIELDS = ("clusterIP", "clusterIPs")
+
+
+def run_playbook(playbook, env, variables=None):
+    """(wall seconds, seconds in wait tasks, recap {ok: n, changed: n, ...}, output, CPU seconds) of one
+    ansible-playbook run. The CPU seconds (user and system, of ansible-playbook, its workers and the modules) do not
+    depend on what else loads the machine, as the wall time does."""
+    command = [str(Path(sys.executable).parent / "ansible-playbook"), playbook]
+    for name, value in (variables or {}).items():
+        command += ["-e", "%s=%s" % (name, value)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    process = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             check=False)
+    seconds = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    if process.returncode:
+        raise RuntimeError("%s failed:\n%s" % (playbook, process.stdout[-5000:]))
+    lines = process.stdout.splitlines()
+    waits = sum(float(match.group(2)) for match in map(PROFILE_LINE.match, lines)
+                if match and "wait" in match.group(1).lower())
+    recaps = [match.group(1) for match in map(RECAP.match, lines) if match]
+    recap = dict((key, int(value)) for key, value in (item.split("=") for item in recaps[-1].split()))
+    return seconds, waits, recap, process.stdout, cpu
+
+
+def manifest(obj):
+    """An object as read from the API server, as a manifest: no status, no server-set metadata."""
+    meta = obj["metadata"]
+    clean = {"apiVersion": obj["apiVersion"], "kind": obj["kind"],
+             "metadata": dict((key, meta[key]) for key in ("name", "namespace", "labels") if key in meta)}
+    annotations = dict((k, v) for k, v in (meta.get("annotations") or {}).items() if k not in SERVER_ANNOTATIONS)
+    if annotations:
+        clean["metadata"]["annotations"] = annotations
+    clean.update((key, value) for key, value in obj.items() if key not in ("apiVersion", "kind", "metadata", "status"))
+    if obj["kind"] == "Service":
+        clean["spec"] = dict((k, v) for k, v in obj["spec"].items() if k not in SERVICE_FIELDS)
+    return clean
+
+
+def read(client, group_version, kind, namespace=None, selector=None, name=None):
+    dynamic = kubernetes.dynamic.DynamicClient(client)
+    try:
+        resource = dynamic.resources.get(api_version=group_version, kind=kind)
+    except kubernetes.dynamic.exceptions.ResourceNotFoundError:
+        return []
+    found = resource.get(namespace=namespace, label_selector=selector).to_dict()["items"]
+    return [dict(item, apiVersion=group_version, kind=kind) for item in found
+            if name is None or item["metadata"]["name"] == name]
+
+
+def write_manifests(client, directory):
+    """The objects accelerators.gpu.deploy created, one file per state of the peer playbook."""
+    daemonsets = read(client, "apps/v1", "DaemonSet", NAMESPACE)
+
+    def component(name):
+        return [d for d in daemonsets if d["metadata"]["labels"].get("app.kubernetes.io/component") == name]
+
+    states = {
+        "nfd_olm": read(client, "v1", "Namespace", name=NFD_NAMESPACE)
+        + read(client, "operators.coreos.com/v1", "OperatorGroup", NFD_NAMESPACE)
+        + read(client, "operators.coreos.com/v1alpha1", "Subscription", NFD_NAMESPACE),
+        "nfd": read(client, "nfd.openshift.io/v1", "NodeFeatureDiscovery", NFD_NAMESPACE),
+        "base": read(client, "v1", "Namespace", name=NAMESPACE)
+        + [obj for kind in ("ServiceAccount", "ConfigMap", "Service") for obj in read(
+            client, "v1", kind, NAMESPACE, MANAGED)]
+        + read(client, "monitoring.coreos.com/v1", "ServiceMonitor", NAMESPACE, MANAGED)
+        + [obj for kind in ("Role", "RoleBinding") for obj in read(
+            client, "rbac.authorization.k8s.io/v1", kind, NAMESPACE, MANAGED)]
+        + [obj for kind in ("ClusterRole", "ClusterRoleBinding") for obj in read(
+            client, "rbac.authorization.k8s.io/v1", kind, None, MANAGED)]
+        + read(client, "node.k8s.io/v1", "RuntimeClass", None, MANAGED),
+        "driver": component("nvidia-driver"),
+        "container_toolkit": component("nvidia-container-toolkit"),
+        "device_plugin": component("nvidia-device-plugin"),
+        "dcgm_exporter": component("nvidia-dcgm-exporter"),
+    }
+    for state, objects in states.items():
+        if not objects:
+            raise RuntimeError("the deploy created no object of state %s to give the peer" % state)
+        (directory / (state + ".yml")).write_text(yaml.safe_dump_all([manifest(obj) for obj in objects]))
+    return dict((state, len(objects)) for state, objects in states.items())
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--state", default=str(ROOT / ".build" / "bench-deploy-cluster"))
+    args = parser.parse_args()
+    spec = yaml.safe_load(FLEET.read_text())
+    gpu_nodes = sum(group.get("count", 1) for group in spec["nodes"] if group.get("gpu"))
+    build_seconds = max(group.get("driver_build_seconds", 0) for group in spec["nodes"])
+    # Stopped by SIGTERM, it still stops its cluster (finally below).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    plane = controlplane.ControlPlane(args.state)
+    plane.down(quiet=True)
+    info = plane.up("openshift", heartbeat_seconds=300)
+    try:
+        client = api.client_from_kubeconfig(plane.kubeconfig)
+        started = time.monotonic()
+        nodes = fleet.Fleet(client, spec).apply().wait_ready(timeout=600).node_names
+        print("cluster up in %.1fs; %d nodes (%d with GPUs) Ready in %.1fs; simulated driver build %ds per node" % (
+            info["startup_seconds"], len(nodes), gpu_nodes, time.monotonic() - started, build_seconds))
+        env = dict(os.environ, KUBECONFIG=str(plane.kubeconfig), K8S_AUTH_KUBECONFIG=str(plane.kubeconfig),
+                   ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".build" / "collections"),
+                   ANSIBLE_PYTHON_INTERPRETER=sys.executable, ANSIBLE_LOCALHOST_WARNING="false",
+                   ANSIBLE_INVENTORY_UNPARSED_WARNING="false", ANSIBLE_NOCOLOR="true",
+                   ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks", PROFILE_TASKS_TASK_OUTPUT_LIMIT="all")
+        results = {}
+        first = run_playbook("accelerators.gpu.deploy", env)
+        results["ours"] = (first, run_playbook("accelerators.gpu.deploy", env))
+        (ROOT / ".build" / "bench-deploy-ours-noop.log").write_text(results["ours"][1][3])
+        with tempfile.TemporaryDirectory(prefix="bench-peer-") as directory:
+            counts = write_manifests(client, Path(directory))
+            print("peer manifests from our objects: %s" % ", ".join("%s %d" % item for item in counts.items()))
+            run_playbook("accelerators.gpu.uninstall", env)
+            peer = str(ROOT / "bench" / "peer_deploy.yml")
+            variables = {"peer_manifests": directory, "peer_gpu_nodes": gpu_nodes}
+            first = run_playbook(peer, env, variables)
+            results["peer"] = (first, run_playbook(peer, env, variables))
+        print("\nansible-playbook, %d GPU nodes on 2 RHCOS builds + %d CPU nodes; load average %.1f at the end" % (
+            gpu_nodes, len(nodes) - gpu_nodes, os.getloadavg()[0]))
+        header = ("", "run", "wall s", "in waits", "orchestration", "CPU s", "recap")
+        print("%-5s %-6s %8s %9s %14s %8s  %s" % header)
+        for label, runs in results.items():
+            for name, (seconds, waits, recap, _output, cpu) in zip(("first", "no-op"), runs):
+                print("%-5s %-6s %8.1f %9.1f %14.1f %8.1f  ok=%d changed=%d" % (
+                    label, name, seconds, waits, seconds - waits, cpu, recap.get("ok", 0), recap.get("changed", 0)))
+        for column, index in (("wall", 0), ("CPU", 4)):
+            print("peer/ours %s: first run %.1fx, no-op run %.1fx" % (
+                column, results["peer"][0][index] / results["ours"][0][index],
+                results["peer"][1][index] / results["ours"][1][index]))
+        print("target: our no-op under 30 s and the peer's no-op >= 3x ours")
+        print("our no-op run's profile: .build/bench-deploy-ours-noop.log")
+    finally:
+        plane.down()
+
+
+if __name__ == "__main__":
+    main()
