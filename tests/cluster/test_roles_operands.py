@@ -286,7 +286,7 @@ def test_validation_failure_on_one_node_is_named(cluster, namespace, make_fleet)
     good, bad = make_fleet(spec).node_names
     prepare(cluster, namespace, [good, bad])
     result = run_roles(cluster, {"common_namespace": namespace, "common_wait_timeout": 300})
-    failed = failed_fast(result, "Start a validation Job on every node, check toolkit")
+    failed = failed_fast(result, "Start a validation Job on every node to validate, check toolkit")
     assert "Job %s/nvidia-toolkit-validation-%s failed on node %s: " % (namespace, bad, bad) in failed["msg"]
     assert "ECC errors on GPU 2" in failed["msg"]
     states = {job["node"]: job["result"] for job in failed["jobs"]}
