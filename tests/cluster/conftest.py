@@ -34,8 +34,11 @@ class Cluster:
         return dict(os.environ, KUBECONFIG=self.kubeconfig, K8S_AUTH_KUBECONFIG=self.kubeconfig)
 
 
-def wait_for(predicate, timeout=30, interval=0.2, message="condition"):
-    """Polls predicate until it returns something truthy; fails naming what was awaited and the last value."""
+def wait_for(predicate, timeout=90, interval=0.2, message="condition"):
+    """Polls predicate until it returns something truthy; fails naming what was awaited and the last value.
+
+    It returns as soon as the predicate holds, so the timeout costs only a failing test: it is generous because
+    CI's 2-core machine can be loaded by a control plane, kwok and ansible-playbook at once."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
