@@ -17,9 +17,6 @@ from playbook import COLLECTIONS
 # The simulated registry: NVIDIA's images (the collection's defaults), the DTK images, NFD's.
 REGISTRY = ["nvcr.io/nvidia/*", "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:*", "registry.k8s.io/*",
             "registry.redhat.io/*"]
-# What the simulator cannot do: a driver validation Job needs only the driver on the node, but the simulator fails
-# every validation pod until the toolkit is ready too.
-SIMULATOR_LIMITS = {"driver_validate": False}
 TIMEOUT = 1200
 
 
@@ -37,7 +34,7 @@ def gpu_fleet(*groups, **extra):
 
 def fleet_variables(namespace, spec, **variables):
     """The stack in the test's namespace, on the fleet's nodes only (the session cluster holds other tests')."""
-    return dict(SIMULATOR_LIMITS, common_namespace=namespace, common_wait_timeout=300, nfd_install="never",
+    return dict(common_namespace=namespace, common_wait_timeout=300, nfd_install="never",
                 nfd_node_selector=selector(spec), driver_node_selector={FLEET_LABEL: spec["name"]}, **variables)
 
 
@@ -115,7 +112,7 @@ def test_openshift_deploy_validates_reruns_unchanged_reports_status_and_uninstal
         gpu0, gpu1, cpu = made.node_names
         before_objects, before_labels = objects(cluster), node_labels(cluster, made.node_names)
 
-        first = playbook(cluster, "deploy", SIMULATOR_LIMITS).succeeded()
+        first = playbook(cluster, "deploy").succeeded()
         namespace = "nvidia-gpu-operator"
         # One DaemonSet per RHCOS version, each built by its DTK side-car; nothing on the CPU node.
         daemonsets = {ds.metadata.name: ds for ds in cluster.apps.list_namespaced_daemon_set(
@@ -128,7 +125,7 @@ def test_openshift_deploy_validates_reruns_unchanged_reports_status_and_uninstal
                                                      for node in (gpu0, gpu1)}
         assert "nvidia.com/gpu.present" not in cluster.core.read_node(cpu).metadata.labels
 
-        second = playbook(cluster, "deploy", SIMULATOR_LIMITS).succeeded()
+        second = playbook(cluster, "deploy").succeeded()
         assert second.stats["changed"] == 0
         print("deploy %.1fs, second run %.1fs" % (first.seconds, second.seconds))
 
@@ -227,8 +224,9 @@ def test_validation_failure_on_one_node_is_named(cluster, namespace, make_fleet)
                       "faults": {"validation_fails": "ECC errors on GPU 2"}})
     good, bad = make_fleet(spec).node_names
     task, failed = playbook(cluster, "deploy", fleet_variables(namespace, spec)).failure()
-    assert task.endswith(": Wait until every node passes check toolkit")
-    assert "Job %s/nvidia-toolkit-validation-%s failed on node %s: " % (namespace, bad, bad) in failed["msg"]
+    # The first check of the chain fails: the driver's, on that node only.
+    assert task.endswith(": Wait until every node passes check driver")
+    assert "Job %s/nvidia-driver-validation-%s failed on node %s: " % (namespace, bad, bad) in failed["msg"]
     assert "ECC errors on GPU 2" in failed["msg"]
     assert {job["node"]: job["result"] for job in failed["jobs"]}[bad] == "failed"
     assert good not in failed["msg"].split("\n")[1]
@@ -260,7 +258,7 @@ def test_rerun_validates_only_nodes_whose_operand_pod_was_replaced_and_a_tag_run
         cluster, namespace, make_fleet):
     spec = gpu_fleet({"name": "gpu", "count": 2, "gpu": {"count": 8}, "os": {"rhcos": RHCOS_416}})
     gpu0, gpu1 = make_fleet(spec).node_names
-    variables = fleet_variables(namespace, spec, driver_validate=True)
+    variables = fleet_variables(namespace, spec)
     playbook(cluster, "deploy", variables).succeeded()
     first = validation_jobs(cluster, namespace)
     assert sorted(first) == sorted((check, node) for check in ("driver", "toolkit", "cuda") for node in (gpu0, gpu1))

@@ -10,7 +10,7 @@ import yaml
 
 from conftest import Cluster, start_cluster
 from gpu_fleet import RHCOS_416, RHCOS_96
-from test_deploy import SIMULATOR_LIMITS, gpu_fleet, playbook
+from test_deploy import gpu_fleet, playbook
 
 NAMESPACE = "nvidia-gpu-operator"
 NFD_NAMESPACE = "openshift-nfd"
@@ -88,7 +88,7 @@ def deployed(tmp_path_factory):
         spec = gpu_fleet(openshift={"version": "4.18.22", "driver_toolkit": {"extra": [TARGET]}})
         fleets.Fleet(cluster.client, spec).apply().wait_ready()
         set_cluster_proxy(cluster)
-        yield cluster, playbook(cluster, "deploy", SIMULATOR_LIMITS).succeeded()
+        yield cluster, playbook(cluster, "deploy").succeeded()
     finally:
         plane.down()
 
@@ -96,7 +96,7 @@ def deployed(tmp_path_factory):
 def test_image_list_names_every_image_of_the_deployed_stack_and_the_upgrade_target(deployed, tmp_path):
     from localcluster.fleet import dtk_image
     deployed, _run = deployed
-    variables = dict(SIMULATOR_LIMITS, common_image_list_dir=str(tmp_path), common_image_list_upgrade_target=TARGET)
+    variables = dict(common_image_list_dir=str(tmp_path), common_image_list_upgrade_target=TARGET)
     playbook(deployed, "image_list", variables).succeeded()
     listed = (tmp_path / "images.txt").read_text().splitlines()
     assert listed == sorted(set(listed))
