@@ -121,7 +121,7 @@ def test_openshift_deploy_validates_reruns_unchanged_reports_status_and_uninstal
         assert {ds.spec.update_strategy.type for ds in daemonsets.values()} == {"OnDelete"}
         assert cluster.core.read_node(gpu0).status.allocatable["nvidia.com/gpu"] == "8"
         assert cluster.core.read_node(gpu1).status.allocatable["nvidia.com/gpu"] == "4"
-        assert jobs_by_check(cluster, namespace) == {(check, node): 1 for check in ("toolkit", "cuda")
+        assert jobs_by_check(cluster, namespace) == {(check, node): 1 for check in ("driver", "toolkit", "cuda")
                                                      for node in (gpu0, gpu1)}
         assert "nvidia.com/gpu.present" not in cluster.core.read_node(cpu).metadata.labels
 
@@ -135,7 +135,7 @@ def test_openshift_deploy_validates_reruns_unchanged_reports_status_and_uninstal
         assert sorted(rows) == [gpu0, gpu1]
         assert (rows[gpu1]["os"], rows[gpu1]["driver_daemonset"], rows[gpu1]["allocatable"]) == (
             RHCOS_96, "nvidia-driver-daemonset-" + RHCOS_96, 4)
-        assert rows[gpu0]["validation"] == {"cuda": "ok", "toolkit": "ok"}
+        assert rows[gpu0]["validation"] == {"cuda": "ok", "driver": "ok", "toolkit": "ok"}
 
         playbook(cluster, "uninstall").succeeded()
         assert objects(cluster) == before_objects
@@ -179,8 +179,8 @@ def test_kubernetes_single_driver_deploys_validated_and_reruns_unchanged(kuberne
         playbook(kubernetes_cluster, "deploy", variables).succeeded()
         driver = kubernetes_cluster.apps.read_namespaced_daemon_set("nvidia-driver-daemonset", namespace)
         assert driver.spec.template.spec.containers[0].image == "nvcr.io/nvidia/driver:570.172.08-ubuntu22.04"
-        assert jobs_by_check(kubernetes_cluster, namespace) == {(check, node): 1 for check in ("toolkit", "cuda")
-                                                                for node in (gpu0, gpu1)}
+        assert jobs_by_check(kubernetes_cluster, namespace) == {
+            (check, node): 1 for check in ("driver", "toolkit", "cuda") for node in (gpu0, gpu1)}
         assert playbook(kubernetes_cluster, "deploy", variables).succeeded().stats["changed"] == 0
     finally:
         kubernetes_cluster.core.delete_namespace(namespace)
