@@ -199,9 +199,9 @@ options:
         write.
       - With I(mode=kernel), kernels (as C(uname -r) gives them, for example C(5.15.0-105-generic)) whose precompiled
         DaemonSet C(nvidia-driver-daemonset-<sanitised kernel>-<osTag>) is planned for each OS (osTag) the GPU nodes
-        run; it selects the kernel's C(kernel-version.full) label, so no node until nodes boot the kernel and are
+        run. It selects the kernel's C(kernel-version.full) label, so no node until nodes boot the kernel and are
         labelled. A listed kernel whose precompiled image does not exist (I(precompiled_available), or the registry
-        with I(precompiled_registry_check)) fails the module before any write, naming the kernel and the image:
+        with I(precompiled_registry_check)) fails the module before any write, naming the kernel and the image, as
         there is no DTK fallback for a kernel no node runs.
     type: list
     elements: str
