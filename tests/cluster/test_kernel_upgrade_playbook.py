@@ -54,9 +54,9 @@ def installed(kubernetes_cluster, make_fleet, request):
                       "nfd_lag_seconds": NFD_LAG_SECONDS}, openshift=None, registry=REGISTRY)
     names = make_fleet(spec, on=kubernetes_cluster).node_names
     namespace = "t-kernel-" + os.urandom(2).hex()
-    deploy = fleet_variables(namespace, spec, driver_mode="kernel", common_driver_branch=BRANCH,
-                             driver_precompiled_available=[image(OLD)], common_wait_timeout=120,
-                             container_toolkit_validate=False, device_plugin_validate_workload=False)
+    deploy = dict(fleet_variables(namespace, spec, driver_mode="kernel", common_driver_branch=BRANCH,
+                                  driver_precompiled_available=[image(OLD)], container_toolkit_validate=False,
+                                  device_plugin_validate_workload=False), common_wait_timeout=120)
     playbook(kubernetes_cluster, "deploy", deploy).succeeded()
     yield spec, names, namespace, deploy
     kubernetes_cluster.core.delete_namespace(namespace)
