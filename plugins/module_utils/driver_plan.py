@@ -391,7 +391,8 @@ def prepared_kernels(prepare_versions, nodes_facts):
     systems = sorted(set((os_tag(facts), facts['os']['id'], facts['os']['version_id']) for facts in nodes_facts
                          if facts['gpu_present'] and os_tag(facts)))
     running = set((facts['kernel']['effective'], os_tag(facts)) for facts in nodes_facts if facts['gpu_present'])
-    return [(kernel, tag, os_id, version_id) for kernel in sorted(set(sanitize_label_value(k) for k in prepare_versions))
+    kernels = sorted(set(sanitize_label_value(kernel) for kernel in prepare_versions))
+    return [(kernel, tag, os_id, version_id) for kernel in kernels
             for tag, os_id, version_id in systems if (kernel, tag) not in running]
 
 

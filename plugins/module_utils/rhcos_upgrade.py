@@ -209,4 +209,5 @@ def without_driver(daemonsets, entries):
     (entry driver_daemonset) runs; `daemonsets` as operand_status returns them (name, pods: node, ready)."""
     served = set((daemonset.get('name'), pod.get('node')) for daemonset in daemonsets or []
                  for pod in daemonset.get('pods') or [] if pod.get('ready'))
-    return [entry['name'] for entry in entries if entry['gpu'] and (entry['driver_daemonset'], entry['name']) not in served]
+    return [entry['name'] for entry in entries
+            if entry['gpu'] and (entry['driver_daemonset'], entry['name']) not in served]

@@ -7,9 +7,11 @@ sampling the cluster every second, not taken from the playbook's word.
 
 import os
 import statistics
+import time
 
 import pytest
 
+import gpu_fleet
 from gpu_fleet import FLEET_LABEL, selector
 from localcluster import kernel as reboots
 from sampler import Sampler
@@ -48,10 +50,10 @@ REBOOT_TASKS = """---
 def installed(kubernetes_cluster, make_fleet, request):
     """(spec, node names, namespace, deploy variables) of Ubuntu GPU nodes on kernel OLD, the stack deployed in mode
     kernel (precompiled), on the vanilla cluster."""
-    count = request.param
-    spec = gpu_fleet({"name": "gpu", "count": count, "gpu": {"count": 2}, "os": {"ubuntu": "22.04"},
-                      "kernel": OLD, "runtime": "containerd", "reboot_seconds": REBOOT_SECONDS,
-                      "nfd_lag_seconds": NFD_LAG_SECONDS}, openshift=None, registry=REGISTRY)
+    groups = [dict({"name": "gpu", "gpu": {"count": 2}, "os": {"ubuntu": "22.04"}, "kernel": OLD,
+                    "runtime": "containerd", "reboot_seconds": REBOOT_SECONDS, "nfd_lag_seconds": NFD_LAG_SECONDS},
+                   **group) for group in request.param]
+    spec = gpu_fleet(*groups, openshift=None, registry=REGISTRY)
     names = make_fleet(spec, on=kubernetes_cluster).node_names
     namespace = "t-kernel-" + os.urandom(2).hex()
     deploy = dict(fleet_variables(namespace, spec, driver_mode="kernel", common_driver_branch=BRANCH,
@@ -83,9 +85,8 @@ def observe(cluster, namespace, spec):
     nodes = cluster.core.list_node(label_selector=selector(spec)).items
     pods = cluster.core.list_namespaced_pod(namespace, label_selector="app.kubernetes.io/component=nvidia-driver").items
     kernels = {node.metadata.name: node.status.node_info.kernel_version for node in nodes}
-    served = {pod.spec.node_name for pod in pods
-              if pod.status.phase == "Running" and all(c.ready for c in pod.status.container_statuses or [False])
-              and pod.spec.node_name in kernels and "-%s-" % kernels[pod.spec.node_name] in pod.spec.containers[0].image}
+    served = {pod.spec.node_name for pod in pods if gpu_fleet.ready(pod) and pod.spec.node_name in kernels
+              and "-%s-" % kernels[pod.spec.node_name] in pod.spec.containers[0].image}
     return {"kernels": kernels, "without_driver": sorted(node.metadata.name for node in nodes
                                                          if not (is_ready(node) and node.metadata.name in served))}
 
@@ -95,7 +96,7 @@ def driver_daemonsets(cluster, namespace):
         namespace, label_selector="app.kubernetes.io/component=nvidia-driver").items)
 
 
-@pytest.mark.parametrize("installed", [2], indirect=True)
+@pytest.mark.parametrize("installed", [[{"count": 2}]], indirect=True)
 def test_target_kernel_without_a_precompiled_image_is_refused_before_anything_changes(
         kubernetes_cluster, installed, tmp_path):
     spec, _names, namespace, deploy = installed
@@ -116,7 +117,7 @@ def test_target_kernel_without_a_precompiled_image_is_refused_before_anything_ch
     assert driver_daemonsets(kubernetes_cluster, namespace) == [daemonset(OLD)]
 
 
-@pytest.mark.parametrize("installed", [4], indirect=True)
+@pytest.mark.parametrize("installed", [[{"count": 4}]], indirect=True)
 def test_four_ubuntu_gpu_nodes_change_kernel_within_a_budget_of_two(kubernetes_cluster, installed, tmp_path):
     spec, names, namespace, deploy = installed
     cordoned = names[1]  # cordoned by its admin before the upgrade: it is upgraded, and stays cordoned
@@ -155,3 +156,28 @@ def test_four_ubuntu_gpu_nodes_change_kernel_within_a_budget_of_two(kubernetes_c
               run.seconds, len(out_of_service), ", ".join("%s %.1f" % item for item in sorted(out_of_service.items())),
               statistics.median(out_of_service.values()), max(out_of_service.values()), REBOOT_SECONDS,
               NFD_LAG_SECONDS))
+
+
+@pytest.mark.parametrize("installed", [[{"name": "bad", "faults": {"never_returns": True}}, {"count": 2}]],
+                         indirect=True)
+def test_node_that_never_comes_back_stops_the_line(kubernetes_cluster, installed, tmp_path):
+    spec, names, namespace, deploy = installed
+    bad, others = names[0], names[1:]
+    values = upgrade_variables(spec, deploy, reboot_tasks(tmp_path), [image(OLD), image(NEW)], rhcos_upgrade_budget=1,
+                               rhcos_upgrade_node_timeout=20)
+    run = UpgradeRun(kubernetes_cluster, values, tmp_path)
+    assert run.wait(timeout=300) != 0
+    output = run.output
+    assert ("Node %s did not come back on kernel %s within 20 s: NotReady (rebooting into kernel %s), runs kernel %s"
+            % (bad, NEW, NEW, OLD)) in output, output[-4000:]
+    assert "No further node moves" in output
+    time.sleep(REBOOT_SECONDS)  # a node wrongly drained after the failure would be down by now
+    nodes = {n.metadata.name: n for n in kubernetes_cluster.core.list_node(label_selector=selector(spec)).items}
+    assert nodes[bad].spec.unschedulable and not is_ready(nodes[bad])
+    for name in others:
+        node = nodes[name]
+        assert is_ready(node) and not node.spec.unschedulable and node.status.node_info.kernel_version == OLD, name
+        assert record_of(node) == {} and int(node.status.allocatable["nvidia.com/gpu"]) > 0, name
+        assert name not in observe(kubernetes_cluster, namespace, spec)["without_driver"]
+    # The new kernel's DaemonSet was prepared and stays, for the next run; the old one serves the others.
+    assert driver_daemonsets(kubernetes_cluster, namespace) == sorted([daemonset(OLD), daemonset(NEW)])

@@ -17,7 +17,7 @@ import time
 
 from kubernetes.client.rest import ApiException
 
-from .mco import MachineConfigOperator, NEVER, NFD_RELABEL_ANNOTATION, annotations, condition_status, hardware
+from .mco import MachineConfigOperator, NFD_RELABEL_ANNOTATION, annotations, hardware
 from .stages import REBOOTING_ANNOTATION
 
 LOG = logging.getLogger("kernel")
@@ -35,10 +35,7 @@ class KernelReboots(MachineConfigOperator):
 
     def reconcile(self):
         now = time.time()
-        nodes = {name: self.view(node) for name, node in list(self.sim.nodes.items())
-                 if annotations(node).get("kwok.x-k8s.io/node") == "fake"}
-        self.expected = {name: values for name, values in self.expected.items() if name in nodes}
-        for node in nodes.values():
+        for node in self.fake_nodes().values():
             if REBOOT_ANNOTATION in annotations(node):
                 self.sim._guard(self.reboot_node, node, now)
             # The machine-config operator, where there is one, relabels every node due.
@@ -48,9 +45,8 @@ class KernelReboots(MachineConfigOperator):
     def reboot_node(self, node, now):
         name = node["metadata"]["name"]
         kernel = annotations(node)[REBOOT_ANNOTATION]
-        rebooting = annotations(node).get(REBOOTING_ANNOTATION)
         hw = hardware(node)
-        if rebooting is None:
+        if annotations(node).get(REBOOTING_ANNOTATION) is None:
             if node["status"].get("nodeInfo", {}).get("kernelVersion") == kernel:
                 self.annotate(name, {REBOOT_ANNOTATION: None})
                 return
@@ -58,12 +54,7 @@ class KernelReboots(MachineConfigOperator):
             self.core.patch_node_status(name, {"status": {"allocatable": {"nvidia.com/gpu": "0"},
                                                           "capacity": {"nvidia.com/gpu": "0"}}})
             self.delete_pods(name)
-        elif rebooting == NEVER or now < float(rebooting):
-            if condition_status(node, "Ready") == "True":
-                self.set_ready(name, False, "rebooting into kernel %s" % kernel)
-            if rebooting != NEVER:
-                self.wake(name, float(rebooting), now)
-        else:
+        elif self.boot_due(node, now, "kernel " + kernel):
             release = {key[len(OS_RELEASE_PREFIX):]: value for key, value in (hw.get("nfd_labels") or {}).items()
                        if key.startswith(OS_RELEASE_PREFIX) and not key.endswith((".major", ".minor"))}
             self.come_up(node, now, float(hw.get("nfd_lag_seconds") or DEFAULT_NFD_LAG_SECONDS), release, kernel, {},

@@ -155,15 +155,20 @@ class MachineConfigOperator:
     # -- one pass ------------------------------------------------------------------------------
     def reconcile(self):
         now = time.time()
-        nodes = {name: self.view(node) for name, node in list(self.sim.nodes.items())
-                 if annotations(node).get("kwok.x-k8s.io/node") == "fake"}
-        self.expected = {name: values for name, values in self.expected.items() if name in nodes}
+        nodes = self.fake_nodes()
         self.eviction_tried = {uid: when for uid, when in self.eviction_tried.items() if now - when < 60}
         for pool, members in self.members(dict(self.pools), nodes):
             self.sim._guard(self.reconcile_pool, pool, members, now)
         for node in nodes.values():
             if NFD_RELABEL_ANNOTATION in annotations(node):
                 self.sim._guard(self.relabel_when_due, node, now)
+
+    def fake_nodes(self):
+        """{name: node} of the simulated nodes, with the annotations written and not yet seen laid over."""
+        nodes = {name: self.view(node) for name, node in list(self.sim.nodes.items())
+                 if annotations(node).get("kwok.x-k8s.io/node") == "fake"}
+        self.expected = {name: values for name, values in self.expected.items() if name in nodes}
+        return nodes
 
     @staticmethod
     def members(pools, nodes):
@@ -279,17 +284,23 @@ class MachineConfigOperator:
             return
         if values.get(fleet.MCD_STATE) != "Working":
             self.annotate(name, {fleet.MCD_STATE: "Working"})
-        rebooting = values.get(REBOOTING_ANNOTATION)
-        if rebooting is None:
+        if values.get(REBOOTING_ANNOTATION) is None:
             if self.drained(node, now):
                 self.reboot(node, pool, now)
-        elif rebooting == NEVER or now < float(rebooting):
-            if condition_status(node, "Ready") == "True":
-                self.set_ready(name, False, "rebooting into %s" % values[fleet.DESIRED_CONFIG])
-            if rebooting != NEVER:
-                self.wake(name, float(rebooting), now)
-        else:
+        elif self.boot_due(node, now, values[fleet.DESIRED_CONFIG]):
             self.boot(node, config, pool, now)
+
+    def boot_due(self, node, now, into):
+        """A rebooting node: True once its boot is due; until then it stays NotReady and is woken when it is."""
+        name = node["metadata"]["name"]
+        rebooting = annotations(node)[REBOOTING_ANNOTATION]
+        if rebooting != NEVER and now >= float(rebooting):
+            return True
+        if condition_status(node, "Ready") == "True":
+            self.set_ready(name, False, "rebooting into %s" % into)
+        if rebooting != NEVER:
+            self.wake(name, float(rebooting), now)
+        return False
 
     def drained(self, node, now):
         """Cordons the node and asks for its pods' eviction; True once only DaemonSet pods are left."""

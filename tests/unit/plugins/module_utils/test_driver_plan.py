@@ -622,7 +622,8 @@ DS_KERNEL_NEW = 'nvidia-driver-daemonset-5.15.0-105-generic-ubuntu22.04'
 
 
 def test_prepared_kernel_gets_its_precompiled_daemonset_per_os_selecting_no_node_yet():
-    nodes = facts_of(ubuntu_node('u1'), ubuntu_node('u2'), ubuntu_node('u3', version='24.04', kernel='6.8.0-45-generic'))
+    nodes = facts_of(ubuntu_node('u1'), ubuntu_node('u2'),
+                     ubuntu_node('u3', version='24.04', kernel='6.8.0-45-generic'))
     plan = desired_driver_daemonsets(SPEC, nodes, {}, 'kernel', precompiled_available=None,
                                      prepare_versions=[KERNEL_NEW])
     assert plan['prepared'] == [DS_KERNEL_NEW, 'nvidia-driver-daemonset-5.15.0-105-generic-ubuntu24.04']

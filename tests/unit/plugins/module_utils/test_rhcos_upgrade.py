@@ -153,7 +153,8 @@ def test_kernel_records_keep_the_cordon_and_the_reboot_and_labels_follow_as_nfd_
                        {'from': OLD_KERNEL, 'to': NEW_KERNEL, 'started': 5.0, 'cordoned': False}]
     entry = dict(state['nodes'][0], record=records[0])
     [patch] = rhcos_upgrade.record_patches([entry], NEW_KERNEL, 7.0, mark='rebooted')
-    assert json.loads(patch['metadata']['annotations'][rhcos_upgrade.RECORD_ANNOTATION]) == dict(records[0], rebooted=7.0)
+    record = json.loads(patch['metadata']['annotations'][rhcos_upgrade.RECORD_ANNOTATION])
+    assert record == dict(records[0], rebooted=7.0)
     assert rhcos_upgrade.label_patches(state['nodes'][:1], '5.15.0-105+rt', key=KERNEL) == [
         {'apiVersion': 'v1', 'kind': 'Node', 'metadata': {'name': 'a', 'labels': {KERNEL: '5.15.0-105_rt'}}}]
 
@@ -162,7 +163,8 @@ def test_without_driver_names_the_gpu_nodes_no_ready_pod_of_their_target_daemons
     _found, state = kernel_phases(kernel_node('a', kernel=NEW_KERNEL), kernel_node('b', kernel=NEW_KERNEL),
                                   kernel_node('c', kernel=NEW_KERNEL))
     daemonsets = [{'name': NEW_KERNEL_DS, 'pods': [{'node': 'a', 'ready': True}, {'node': 'b', 'ready': False}]},
-                  {'name': 'nvidia-driver-daemonset-5.15.0-100-generic-ubuntu22.04', 'pods': [{'node': 'c', 'ready': True}]}]
+                  {'name': 'nvidia-driver-daemonset-5.15.0-100-generic-ubuntu22.04',
+                   'pods': [{'node': 'c', 'ready': True}]}]
     assert rhcos_upgrade.without_driver(daemonsets, state['nodes']) == ['b', 'c']
     _found, pool_state = phases(pool_node('n', NEW, NEW, rhcos=RHCOS_418))
     assert pool_state['nodes'][0]['driver_daemonset'] == 'nvidia-driver-daemonset-' + RHCOS_418
