@@ -6,13 +6,13 @@ sampling the cluster every second, not taken from the playbook's word.
 """
 
 import os
+import re
 import statistics
 import time
 
 import pytest
 
-import gpu_fleet
-from gpu_fleet import FLEET_LABEL, selector
+from gpu_fleet import FLEET_LABEL, ready, selector
 from localcluster import kernel as reboots
 from sampler import Sampler
 from test_deploy import fleet_variables, gpu_fleet, playbook
@@ -70,7 +70,8 @@ def upgrade_variables(spec, deploy, reboot_tasks, available, **extra):
                   rhcos_upgrade_nodes=selector(spec), rhcos_upgrade_driver_label_selector=selector(spec),
                   rhcos_upgrade_driver={"node_selector": {FLEET_LABEL: spec["name"]}},
                   rhcos_upgrade_precompiled_available=available, rhcos_upgrade_poll=1,
-                  rhcos_upgrade_node_timeout=120, rhcos_upgrade_stack_timeout=120, **extra)
+                  rhcos_upgrade_node_timeout=120, rhcos_upgrade_stack_timeout=120)
+    values.update(extra)
     return values
 
 
@@ -85,7 +86,7 @@ def observe(cluster, namespace, spec):
     nodes = cluster.core.list_node(label_selector=selector(spec)).items
     pods = cluster.core.list_namespaced_pod(namespace, label_selector="app.kubernetes.io/component=nvidia-driver").items
     kernels = {node.metadata.name: node.status.node_info.kernel_version for node in nodes}
-    served = {pod.spec.node_name for pod in pods if gpu_fleet.ready(pod) and pod.spec.node_name in kernels
+    served = {pod.spec.node_name for pod in pods if ready(pod) and pod.spec.node_name in kernels
               and "-%s-" % kernels[pod.spec.node_name] in pod.spec.containers[0].image}
     return {"kernels": kernels, "without_driver": sorted(node.metadata.name for node in nodes
                                                          if not (is_ready(node) and node.metadata.name in served))}
@@ -156,6 +157,13 @@ def test_four_ubuntu_gpu_nodes_change_kernel_within_a_budget_of_two(kubernetes_c
               run.seconds, len(out_of_service), ", ".join("%s %.1f" % item for item in sorted(out_of_service.items())),
               statistics.median(out_of_service.values()), max(out_of_service.values()), REBOOT_SECONDS,
               NFD_LAG_SECONDS))
+
+    # Run again: every node is done, so nothing moves and nothing changes.
+    (tmp_path / "again").mkdir()
+    again = UpgradeRun(kubernetes_cluster, values, tmp_path / "again")
+    assert again.wait(timeout=300) == 0, again.output[-4000:]
+    assert "4 of 4 node(s) done on kernel %s; moving: none; waiting: 0" % NEW in again.output
+    assert re.search(r"localhost\s*: ok=\d+\s+changed=0\s", again.output), again.output[-2000:]
 
 
 @pytest.mark.parametrize("installed", [[{"name": "bad", "faults": {"never_returns": True}}, {"count": 2}]],

@@ -51,8 +51,9 @@ class KernelReboots(MachineConfigOperator):
                 self.annotate(name, {REBOOT_ANNOTATION: None})
                 return
             self.go_down(node, float(hw.get("reboot_seconds") or DEFAULT_REBOOT_SECONDS), now, "kernel " + kernel)
-            self.core.patch_node_status(name, {"status": {"allocatable": {"nvidia.com/gpu": "0"},
-                                                          "capacity": {"nvidia.com/gpu": "0"}}})
+            if (hw.get("gpu") or {}).get("count"):
+                self.core.patch_node_status(name, {"status": {"allocatable": {"nvidia.com/gpu": "0"},
+                                                              "capacity": {"nvidia.com/gpu": "0"}}})
             self.delete_pods(name)
         elif self.boot_due(node, now, "kernel " + kernel):
             release = {key[len(OS_RELEASE_PREFIX):]: value for key, value in (hw.get("nfd_labels") or {}).items()
