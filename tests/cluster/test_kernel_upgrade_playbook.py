@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from conftest import wait_for
 from gpu_fleet import FLEET_LABEL, ready, selector
 from localcluster import kernel as reboots
 from sampler import Sampler
@@ -189,3 +190,36 @@ def test_node_that_never_comes_back_stops_the_line(kubernetes_cluster, installed
         assert name not in observe(kubernetes_cluster, namespace, spec)["without_driver"]
     # The new kernel's DaemonSet was prepared and stays, for the next run; the old one serves the others.
     assert driver_daemonsets(kubernetes_cluster, namespace) == sorted([daemonset(OLD), daemonset(NEW)])
+
+
+@pytest.mark.parametrize("installed", [[{"count": 2}]], indirect=True)
+def test_run_interrupted_before_the_reboot_step_resumes_from_the_nodes_records(kubernetes_cluster, installed, tmp_path):
+    spec, names, namespace, deploy = installed
+    values = upgrade_variables(spec, deploy, reboot_tasks(tmp_path), [image(OLD), image(NEW)], rhcos_upgrade_budget=1)
+    (tmp_path / "first").mkdir()
+    (tmp_path / "second").mkdir()
+
+    def taken_not_rebooted():
+        records = {n.metadata.name: record_of(n) for n in kubernetes_cluster.core.list_node(
+            label_selector=selector(spec)).items}
+        return [name for name, record in records.items() if record.get("to") == NEW and "rebooted" not in record]
+    first = UpgradeRun(kubernetes_cluster, values, tmp_path / "first")
+    found = wait_for(lambda: taken_not_rebooted() or first.process.poll() is not None, timeout=240, interval=0.2,
+                     message="a node taken, its reboot step not run yet")
+    first.kill()
+    assert found is not True, "the first run ended before it was interrupted: " + first.output[-3000:]
+    [taken] = found
+    started = record_of(kubernetes_cluster.core.read_node(taken))["started"]
+
+    with Sampler(lambda: observe(kubernetes_cluster, namespace, spec), interval=1.0) as sampler:
+        second = UpgradeRun(kubernetes_cluster, values, tmp_path / "second")
+        code = second.wait(timeout=600)
+    assert code == 0, second.output[-6000:]
+    assert max(len(sample["without_driver"]) for sample in sampler.values) <= 1
+    assert driver_daemonsets(kubernetes_cluster, namespace) == [daemonset(NEW)]
+    for node in kubernetes_cluster.core.list_node(label_selector=selector(spec)).items:
+        record = record_of(node)
+        assert (node.status.node_info.kernel_version, record.get("result")) == (NEW, "validated"), node.metadata.name
+        assert not node.spec.unschedulable, node.metadata.name
+    assert record_of(kubernetes_cluster.core.read_node(taken))["started"] == started  # the first run's record kept
+    print("\nresumed with %s taken by the first run; second run %.0f s" % (taken, second.seconds))
