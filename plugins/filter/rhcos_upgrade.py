@@ -7,10 +7,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.rhcos_upgrade import (
-    label_patches, record_patches, upgrade_state)
+    label_patches, record_patches, upgrade_state, without_driver)
 
 
 class FilterModule(object):
     def filters(self):
         return {'rhcos_upgrade_state': upgrade_state, 'rhcos_upgrade_record_patches': record_patches,
-                'rhcos_upgrade_label_patches': label_patches}
+                'rhcos_upgrade_label_patches': label_patches, 'rhcos_upgrade_without_driver': without_driver}

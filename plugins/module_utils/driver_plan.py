@@ -17,7 +17,8 @@ from fractions import Fraction
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.applied_fields import applied_fields, dropped_fields
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import (
-    DEPLOY_LABEL_PREFIX, KERNEL_LABEL, OPERANDS_SWITCH, OS_RELEASE_PREFIX, OSTREE_LABEL, is_valid_label_value)
+    DEPLOY_LABEL_PREFIX, KERNEL_LABEL, OPERANDS_SWITCH, OS_RELEASE_PREFIX, OSTREE_LABEL, is_valid_label_value,
+    sanitize_label_value)
 from ansible_collections.accelerators.gpu.plugins.module_utils.proxy import trusted_ca_volume
 
 MODES = ('rhcos', 'kernel', 'single')
@@ -384,9 +385,36 @@ def _image_exists(image, available):
     return image in available
 
 
+def prepared_kernels(prepare_versions, nodes_facts):
+    """[(kernel as NFD labels it, osTag, os-release ID, VERSION_ID)] of the kernels of an upgrade (mode kernel's
+    prepare_versions) for each OS the GPU nodes run, as no GPU node runs them yet: their precompiled DaemonSets."""
+    systems = sorted(set((os_tag(facts), facts['os']['id'], facts['os']['version_id']) for facts in nodes_facts
+                         if facts['gpu_present'] and os_tag(facts)))
+    running = set((facts['kernel']['effective'], os_tag(facts)) for facts in nodes_facts if facts['gpu_present'])
+    kernels = sorted(set(sanitize_label_value(kernel) for kernel in prepare_versions))
+    return [(kernel, tag, os_id, version_id) for kernel in kernels
+            for tag, os_id, version_id in systems if (kernel, tag) not in running]
+
+
+def _precompiled_daemonset(spec, kernel, tag, os_id, version_id, image):
+    return _daemonset(spec, precompiled_daemonset_name(kernel, tag), {PRECOMPILED_LABEL: 'true'},
+                      {KERNEL_LABEL: kernel, OS_ID_LABEL: os_id, OS_VERSION_LABEL: version_id,
+                       DRIVER_DEPLOY_LABEL: 'true'},
+                      [_driver_container(spec, image, False)])
+
+
 def _plan_kernel(spec, nodes, dtk_images, precompiled_available, plan, prepare_versions=()):
     _require(spec, ('repository', 'branch'), 'kernel')
     missing = {}
+    for kernel, tag, os_id, version_id in prepared_kernels(prepare_versions, nodes):
+        # No DTK fallback for a kernel no node runs yet: its image must exist before any node boots it.
+        image = precompiled_image(spec['repository'], spec.get('image') or 'driver', spec['branch'], kernel, tag)
+        if not _image_exists(image, precompiled_available):
+            raise PlanError('prepare_versions: kernel %s has no precompiled driver image %s, so its driver DaemonSet '
+                            'cannot be prepared: publish the image first' % (kernel, image),
+                            obj=precompiled_daemonset_name(kernel, tag), field='prepare_versions')
+        plan['desired'].append(_precompiled_daemonset(spec, kernel, tag, os_id, version_id, image))
+        plan['prepared'].append(precompiled_daemonset_name(kernel, tag))
     for (kernel, tag), members in _groups(nodes, lambda facts: (facts['kernel']['effective'], os_tag(facts))):
         if not kernel or not tag:
             _block(plan, kernel or 'unknown', members, 'no NFD kernel-version or os-release ID/VERSION_ID labels')
@@ -397,11 +425,8 @@ def _plan_kernel(spec, nodes, dtk_images, precompiled_available, plan, prepare_v
                 missing[facts['name']] = image
             continue
         name = precompiled_daemonset_name(kernel, tag)
-        plan['desired'].append(_daemonset(
-            spec, name, {PRECOMPILED_LABEL: 'true'},
-            {KERNEL_LABEL: kernel, OS_ID_LABEL: members[0]['os']['id'],
-             OS_VERSION_LABEL: members[0]['os']['version_id'], DRIVER_DEPLOY_LABEL: 'true'},
-            [_driver_container(spec, image, False)]))
+        plan['desired'].append(_precompiled_daemonset(spec, kernel, tag, members[0]['os']['id'],
+                                                      members[0]['os']['version_id'], image))
         for facts in members:
             plan['assignments'][facts['name']] = {'daemonset': name, 'build': 'precompiled', 'image': image}
         _note_mismatches(plan, members, 'kernel')
@@ -450,7 +475,9 @@ def desired_driver_daemonsets(spec, gpu_nodes_facts, dtk_images, mode, precompil
     dtk_images: {rhcos: {status, image, message}} (resolve_dtk_images()['versions']).
     precompiled_available: set of, or {ref: bool} for, precompiled images that exist; None assumes all exist.
     prepare_versions (mode rhcos): RHCOS builds to plan a DaemonSet for even when no GPU node runs them yet (an
-    upgrade's target), listed in `prepared`; one without a resolved DTK image is a PlanError.
+    upgrade's target), listed in `prepared`; one without a resolved DTK image is a PlanError. With mode kernel,
+    kernels: a precompiled DaemonSet for each OS the GPU nodes run (prepared_kernels()); one without a precompiled
+    image is a PlanError (there is no DTK fallback for a kernel no node runs).
     A node whose nvidia.com/gpu.deploy.driver has a value other than 'true' ('pre-installed': host driver),
     or whose operands are switched off, gets no driver DaemonSet.
 
@@ -460,8 +487,9 @@ def desired_driver_daemonsets(spec, gpu_nodes_facts, dtk_images, mode, precompil
     """
     if mode not in MODES:
         raise PlanError('mode %s is not one of %s' % (mode, ', '.join(MODES)), obj='driver spec', field='mode')
-    if prepare_versions and mode != 'rhcos':
-        raise PlanError('prepare_versions needs mode rhcos, not %s' % mode, obj='driver spec', field='prepare_versions')
+    if prepare_versions and mode == 'single':
+        raise PlanError('prepare_versions needs mode rhcos or kernel, not %s' % mode, obj='driver spec',
+                        field='prepare_versions')
     _require(spec, ('namespace',), mode)
     plan = {'desired': [], 'blocked': [], 'assignments': {}, 'mismatched': [], 'warnings': [], 'prepared': []}
     eligible = []

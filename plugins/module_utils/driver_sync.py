@@ -134,13 +134,13 @@ def _remove_all(module, api):
     return result
 
 
-def _checked_precompiled(api, spec, facts_list, check):
+def _checked_precompiled(api, spec, facts_list, check, prepare_versions):
     """(images that exist, checks) asked of the registries through the cluster's mirror rules and pull secrets."""
     names = check['pull_secrets'] if check['pull_secrets'] is not None else spec.get('image_pull_secrets') or []
     configs = [docker_config_from_secret(api.read_secret(spec['namespace'], name)) for name in names]
     client = RegistryClient(urllib_transport(check['ca_file'], check['validate_certs'], check['timeout']), configs,
                             mirror_rules(**api.list_mirror_sets()))
-    return precompiled_available(spec, facts_list, client)
+    return precompiled_available(spec, facts_list, client, prepare_versions)
 
 
 def _plan(module, api):
@@ -151,14 +151,16 @@ def _plan(module, api):
         facts_list = given_node_facts(params['nodes'])
     if params['dtk_images'] is None:
         dtk_images = ({} if params['mode'] == 'single'
-                      else _looked_up_dtk_images(api, facts_list, params['prepare_versions']))
+                      else _looked_up_dtk_images(api, facts_list,
+                                                 params['prepare_versions'] if params['mode'] == 'rhcos' else ()))
     else:
         dtk_images = given_dtk_images(params['dtk_images'])
     spec = dict((key, value) for key, value in (params['driver'] or {}).items() if value is not None)
     spec['namespace'] = params['namespace']
     available, checks = params['precompiled_available'], None
     if params['mode'] == 'kernel' and params['precompiled_registry_check'] is not None:
-        available, checks = _checked_precompiled(api, spec, facts_list, params['precompiled_registry_check'])
+        available, checks = _checked_precompiled(api, spec, facts_list, params['precompiled_registry_check'],
+                                                 params['prepare_versions'])
     try:
         plan = desired_driver_daemonsets(spec, facts_list, dtk_images, params['mode'], available,
                                          params['prepare_versions'])

@@ -25,7 +25,8 @@ from urllib.error import HTTPError, URLError
 from urllib.parse import urlencode
 from urllib.request import HTTPSHandler, Request, build_opener
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import os_tag, precompiled_image
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import (
+    os_tag, precompiled_image, prepared_kernels)
 from ansible_collections.accelerators.gpu.plugins.module_utils.mirrors import parse_image_reference, pull_candidates
 
 MANIFEST_TYPES = (
@@ -317,9 +318,10 @@ class RegistryClient:
         return 'Bearer ' + token, None
 
 
-def precompiled_available(spec, gpu_nodes_facts, client):
+def precompiled_available(spec, gpu_nodes_facts, client, prepare_versions=()):
     """(set of the precompiled driver images that exist, {image: client.image_exists(image)}) for the kernels
-    and OS tags of the GPU nodes, with the image names driver_plan gives them.
+    and OS tags of the GPU nodes, and the kernels of prepare_versions on those OS tags (driver_plan.prepared_kernels),
+    with the image names driver_plan gives them.
 
     spec: the driver spec of driver_plan.desired_driver_daemonsets (repository, image, branch). The set is
     that function's precompiled_available argument (mode kernel); the results say where each image was found
@@ -331,5 +333,7 @@ def precompiled_available(spec, gpu_nodes_facts, client):
         if facts['gpu_present'] and kernel and tag:
             images.add(precompiled_image(spec['repository'], spec.get('image') or 'driver', spec['branch'],
                                          kernel, tag))
+    for kernel, tag, _os_id, _version_id in prepared_kernels(prepare_versions, gpu_nodes_facts):
+        images.add(precompiled_image(spec['repository'], spec.get('image') or 'driver', spec['branch'], kernel, tag))
     checks = dict((image, client.image_exists(image)) for image in sorted(images))
     return set(image for image, check in checks.items() if check['exists']), checks

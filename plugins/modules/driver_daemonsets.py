@@ -197,6 +197,12 @@ options:
         nodes run the build it is planned for them as any other.
       - A listed build without a resolved DTK image (I(dtk_images), or the image stream) fails the module before any
         write.
+      - With I(mode=kernel), kernels (as C(uname -r) gives them, for example C(5.15.0-105-generic)) whose precompiled
+        DaemonSet C(nvidia-driver-daemonset-<sanitised kernel>-<osTag>) is planned for each OS (osTag) the GPU nodes
+        run. It selects the kernel's C(kernel-version.full) label, so no node until nodes boot the kernel and are
+        labelled. A listed kernel whose precompiled image does not exist (I(precompiled_available), or the registry
+        with I(precompiled_registry_check)) fails the module before any write, naming the kernel and the image, as
+        there is no DTK fallback for a kernel no node runs.
     type: list
     elements: str
     default: []
@@ -332,7 +338,7 @@ assignments:
   sample: {worker-0: {daemonset: nvidia-driver-daemonset-416.94.202405081406-0, build: dtk,
                       image: "nvcr.io/nvidia/driver:550.90.07-rhcos4.16", dtk_image: "quay.io/...@sha256:..."}}
 prepared:
-  description: DaemonSets of I(prepare_versions) builds that no GPU node runs yet (created, updated or unchanged).
+  description: DaemonSets of I(prepare_versions) builds or kernels that no GPU node runs yet (created, updated or unchanged).
   returned: with I(state=present)
   type: list
   elements: str

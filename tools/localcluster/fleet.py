@@ -20,7 +20,9 @@ the annotation `sim.accelerators.gpu/hardware` (read by the simulator only, neve
         nfd_style: vendor                       # `pci-10de`; or class-vendor: `pci-0302_10de`
         taints: []
         faults: {stale_nfd_label: 415.92.202402201450-0, driver_build_fails: true, validation_fails: "ECC errors",
-                 never_returns: true, stale_nfd_after_upgrade: true}    # the last two: see mco.py
+                 never_returns: true, stale_nfd_after_upgrade: true}    # the last two: see mco.py (and kernel.py)
+        reboot_seconds: 3       # a simulated kernel reboot (kernel.py) and nfd-worker's delay after it
+        nfd_lag_seconds: 1
     pools:                      # openshift: MachineConfigPools, rolled by the simulated MCO (mco.py)
       - name: gpu-worker        # prefixed like the nodes
         role: gpu-worker        # its nodes: this fleet's nodes of that role (default: the pool's name)
@@ -174,6 +176,8 @@ def expand_groups(fleet, prefix=""):
                 shown_labels[NFD + "system-os_release.OSTREE_VERSION"] = faults["stale_nfd_label"]
             hardware = {"gpu": gpu, "nfd_labels": shown_labels, "faults": faults, "rhcos": rhcos,
                         "kernel": kernel, "driver_build_seconds": group.get("driver_build_seconds", 0)}
+            # Simulated kernel reboots (kernel.py): how long the node is down, and when NFD relabels it after.
+            hardware.update({key: group[key] for key in ("reboot_seconds", "nfd_lag_seconds") if key in group})
             labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
                       "node-role.kubernetes.io/%s" % group.get("role", "worker"): ""}
             if rhcos:

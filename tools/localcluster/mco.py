@@ -155,15 +155,20 @@ class MachineConfigOperator:
     # -- one pass ------------------------------------------------------------------------------
     def reconcile(self):
         now = time.time()
-        nodes = {name: self.view(node) for name, node in list(self.sim.nodes.items())
-                 if annotations(node).get("kwok.x-k8s.io/node") == "fake"}
-        self.expected = {name: values for name, values in self.expected.items() if name in nodes}
+        nodes = self.fake_nodes()
         self.eviction_tried = {uid: when for uid, when in self.eviction_tried.items() if now - when < 60}
         for pool, members in self.members(dict(self.pools), nodes):
             self.sim._guard(self.reconcile_pool, pool, members, now)
         for node in nodes.values():
             if NFD_RELABEL_ANNOTATION in annotations(node):
                 self.sim._guard(self.relabel_when_due, node, now)
+
+    def fake_nodes(self):
+        """{name: node} of the simulated nodes, with the annotations written and not yet seen laid over."""
+        nodes = {name: self.view(node) for name, node in list(self.sim.nodes.items())
+                 if annotations(node).get("kwok.x-k8s.io/node") == "fake"}
+        self.expected = {name: values for name, values in self.expected.items() if name in nodes}
+        return nodes
 
     @staticmethod
     def members(pools, nodes):
@@ -279,17 +284,23 @@ class MachineConfigOperator:
             return
         if values.get(fleet.MCD_STATE) != "Working":
             self.annotate(name, {fleet.MCD_STATE: "Working"})
-        rebooting = values.get(REBOOTING_ANNOTATION)
-        if rebooting is None:
+        if values.get(REBOOTING_ANNOTATION) is None:
             if self.drained(node, now):
                 self.reboot(node, pool, now)
-        elif rebooting == NEVER or now < float(rebooting):
-            if condition_status(node, "Ready") == "True":
-                self.set_ready(name, False, "rebooting into %s" % values[fleet.DESIRED_CONFIG])
-            if rebooting != NEVER:
-                self.wake(name, float(rebooting), now)
-        else:
+        elif self.boot_due(node, now, values[fleet.DESIRED_CONFIG]):
             self.boot(node, config, pool, now)
+
+    def boot_due(self, node, now, into):
+        """A rebooting node: True once its boot is due; until then it stays NotReady and is woken when it is."""
+        name = node["metadata"]["name"]
+        rebooting = annotations(node)[REBOOTING_ANNOTATION]
+        if rebooting != NEVER and now >= float(rebooting):
+            return True
+        if condition_status(node, "Ready") == "True":
+            self.set_ready(name, False, "rebooting into %s" % into)
+        if rebooting != NEVER:
+            self.wake(name, float(rebooting), now)
+        return False
 
     def drained(self, node, now):
         """Cordons the node and asks for its pods' eviction; True once only DaemonSet pods are left."""
@@ -321,16 +332,20 @@ class MachineConfigOperator:
         return not left
 
     def reboot(self, node, pool, now):
+        desired = annotations(node)[fleet.DESIRED_CONFIG]
+        self.go_down(node, pool_seconds(pool, fleet.REBOOT_SECONDS, DEFAULT_REBOOT_SECONDS), now, desired)
+
+    def go_down(self, node, seconds, now, into):
+        """The reboot starts: NotReady (kwok's heartbeat held off) until now + seconds, or for ever with the node's
+        never_returns fault."""
         name = node["metadata"]["name"]
-        seconds = pool_seconds(pool, fleet.REBOOT_SECONDS, DEFAULT_REBOOT_SECONDS)
         never = bool((hardware(node).get("faults") or {}).get("never_returns"))
         # Annotated first: kwok must stop heartbeating before the node is marked NotReady.
         self.annotate(name, {REBOOTING_ANNOTATION: NEVER if never else "%.3f" % (now + seconds)})
-        desired = annotations(node)[fleet.DESIRED_CONFIG]
-        self.set_ready(name, False, "rebooting into %s" % desired)
+        self.set_ready(name, False, "rebooting into %s" % into)
         if not never:
             self.wake(name, now + seconds, now)
-        LOG.info("node %s: rebooting into %s%s", name, desired, " (never returns: injected fault)" if never else "")
+        LOG.info("node %s: rebooting into %s%s", name, into, " (never returns: injected fault)" if never else "")
 
     def boot(self, node, config, pool, now):
         name = node["metadata"]["name"]
@@ -338,26 +353,32 @@ class MachineConfigOperator:
         rhcos = payload[fleet.RHCOS_OF_CONFIG]
         release, os_image, kernel = fleet.booted_os(rhcos, payload.get(fleet.RELEASE_OF_CONFIG),
                                                     payload.get(fleet.KERNEL_OF_CONFIG))
+        desired = annotations(node)[fleet.DESIRED_CONFIG]
+        self.come_up(node, now, pool_seconds(pool, fleet.NFD_LAG_SECONDS, DEFAULT_NFD_LAG_SECONDS), release, kernel,
+                     {"osImage": os_image}, {fleet.CURRENT_CONFIG: desired, fleet.MCD_STATE: "Done"},
+                     rhcos=rhcos, unschedulable=False)
+        LOG.info("node %s: booted %s (kernel %s), uncordoned, at %s", name, rhcos, kernel, desired)
+
+    def come_up(self, node, now, lag, release, kernel, node_info, values, rhcos=None, unschedulable=None):
+        """The boot: kernel (and node_info) and bootID change, the node is Ready, its pods restart (the simulator
+        reports them anew), `values` annotated; nfd-worker relabels it for release and kernel `lag` seconds later."""
+        name = node["metadata"]["name"]
         hw = hardware(node)
         stale = (OSTREE_LABEL,) if (hw.get("faults") or {}).get("stale_nfd_after_upgrade") else ()
         labels_after = fleet.relabelled_for_os(hw.get("nfd_labels") or {}, release, kernel, keep=stale)
-        hw.update(rhcos=rhcos, kernel=kernel)
+        hw.update(kernel=kernel, **({"rhcos": rhcos} if rhcos else {}))
         for pod in list(self.sim.pods.values()):
             if pod["spec"].get("nodeName") == name:
                 self.sim.written.pop(pod["metadata"]["uid"], None)
         boot_id = hashlib.md5(("%s-%f" % (name, now)).encode()).hexdigest()
         self.core.patch_node_status(name, {"status": {
-            "nodeInfo": {"osImage": os_image, "kernelVersion": kernel, "bootID": boot_id},
+            "nodeInfo": dict(node_info, kernelVersion=kernel, bootID=boot_id),
             "conditions": [self.ready_condition(True, "kubelet is posting ready status")]}})
-        lag = pool_seconds(pool, fleet.NFD_LAG_SECONDS, DEFAULT_NFD_LAG_SECONDS)
-        desired = annotations(node)[fleet.DESIRED_CONFIG]
-        self.annotate(name, {
-            REBOOTING_ANNOTATION: None, fleet.CURRENT_CONFIG: desired, fleet.MCD_STATE: "Done",
-            fleet.HARDWARE_ANNOTATION: json.dumps(hw, sort_keys=True),
-            NFD_RELABEL_ANNOTATION: json.dumps({"at": now + lag, "labels": labels_after}, sort_keys=True)},
-            unschedulable=False)
+        self.annotate(name, dict(values, **{
+            REBOOTING_ANNOTATION: None, fleet.HARDWARE_ANNOTATION: json.dumps(hw, sort_keys=True),
+            NFD_RELABEL_ANNOTATION: json.dumps({"at": now + lag, "labels": labels_after}, sort_keys=True)}),
+            unschedulable=unschedulable)
         self.wake(name, now + lag, now)
-        LOG.info("node %s: booted %s (kernel %s), uncordoned, at %s", name, rhcos, kernel, desired)
 
     def relabel_when_due(self, node, now):
         """nfd-worker's pass after the boot: the new os-release and kernel labels (where NFD labels the node)."""

@@ -10,6 +10,7 @@
   `nvidia.com/gpu`) succeed only where driver and toolkit are Ready and no fault is injected.
 - OLM: a Subscription yields a ClusterServiceVersion in phase Succeeded and the operator's Deployment.
 - Machine-config: MachineConfigPools roll their nodes into new RHCOS builds (mco.py).
+- Kernel reboots: a node annotated sim.accelerators.gpu/reboot-into-kernel reboots into that kernel (kernel.py).
 
 Pods are recognised by the label `app.kubernetes.io/component` (values in COMPONENTS), which the
 collection's manifests set as the GPU Operator's do. All hardware truth comes from each node's
@@ -32,7 +33,9 @@ import kubernetes
 from kubernetes.client.rest import ApiException
 
 from .fleet import HARDWARE_ANNOTATION, MCO_API, REGISTRY_CONFIGMAP
+from .kernel import KernelReboots
 from .mco import MachineConfigOperator
+from .stages import REBOOTING_ANNOTATION
 
 LOG = logging.getLogger("simulator")
 COMPONENT = "app.kubernetes.io/component"
@@ -258,6 +261,7 @@ class Simulator:
         self.written = {}  # pod uid -> the (state, reason, message) last written
         self.reconciled = set()  # (uid, generation) of operator resources already acted on
         self.mco = None
+        self.kernel_reboots = KernelReboots(self)
 
     # -- watching ------------------------------------------------------------------------------
     def informer(self, name, list_fn, key_fn, store, **kwargs):
@@ -372,6 +376,8 @@ class Simulator:
                     self._guard(self.reconcile_feature_discovery, discovery)
             if self.mco and (batch or dirty_nodes):
                 self.mco.reconcile()
+            if batch or dirty_nodes:
+                self.kernel_reboots.reconcile()
 
     def wake_at(self, when, node_name):
         """Looks at the node again at that time (epoch seconds)."""
@@ -388,6 +394,8 @@ class Simulator:
 
     def reconcile_node(self, node, pods):
         node_name = node["metadata"]["name"]
+        if (node["metadata"].get("annotations") or {}).get(REBOOTING_ANNOTATION):
+            return  # the kubelet is down: nothing it runs is reported until the node is back
         clock = time.time()
         # Operands in dependency order, so that one pass settles a node.
         order = {DRIVER: 0, TOOLKIT: 1, DEVICE_PLUGIN: 2, DCGM_EXPORTER: 2}

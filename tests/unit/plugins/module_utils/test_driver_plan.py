@@ -610,5 +610,41 @@ def test_prepared_version_without_dtk_or_not_a_build_or_not_rhcos_mode_is_a_plan
         desired_driver_daemonsets(SPEC, [], DTK, 'rhcos', prepare_versions=['4.21.5'])
     assert 'prepare_versions: 4.21.5 is not an RHCOS build' in str(error.value)
     with pytest.raises(PlanError) as error:
-        desired_driver_daemonsets(SPEC, [], DTK, 'kernel', prepare_versions=[TARGET_96])
-    assert str(error.value) == 'prepare_versions needs mode rhcos, not kernel'
+        desired_driver_daemonsets(SPEC, [], DTK, 'single', prepare_versions=[TARGET_96])
+    assert str(error.value) == 'prepare_versions needs mode rhcos or kernel, not single'
+
+
+# prepare_versions with mode kernel: a kernel upgrade's target, precompiled, before any node boots it
+KERNEL_NEW = '5.15.0-105-generic'
+IMAGE_OLD = 'nvcr.io/nvidia/driver:550-5.15.0-100-generic-ubuntu22.04'
+IMAGE_NEW = 'nvcr.io/nvidia/driver:550-5.15.0-105-generic-ubuntu22.04'
+DS_KERNEL_NEW = 'nvidia-driver-daemonset-5.15.0-105-generic-ubuntu22.04'
+
+
+def test_prepared_kernel_gets_its_precompiled_daemonset_per_os_selecting_no_node_yet():
+    nodes = facts_of(ubuntu_node('u1'), ubuntu_node('u2'),
+                     ubuntu_node('u3', version='24.04', kernel='6.8.0-45-generic'))
+    plan = desired_driver_daemonsets(SPEC, nodes, {}, 'kernel', precompiled_available=None,
+                                     prepare_versions=[KERNEL_NEW])
+    assert plan['prepared'] == [DS_KERNEL_NEW, 'nvidia-driver-daemonset-5.15.0-105-generic-ubuntu24.04']
+    prepared = by_name(plan['desired'])[DS_KERNEL_NEW]
+    assert prepared['spec']['template']['spec']['nodeSelector'] == {
+        'feature.node.kubernetes.io/kernel-version.full': KERNEL_NEW,
+        'feature.node.kubernetes.io/system-os_release.ID': 'ubuntu',
+        'feature.node.kubernetes.io/system-os_release.VERSION_ID': '22.04', DEPLOY_DRIVER: 'true'}
+    assert container(prepared, 'nvidia-driver-ctr')['image'] == IMAGE_NEW
+    # The nodes' own DaemonSets stay; none is assigned to the prepared one yet.
+    assert plan['assignments']['u1']['daemonset'] == 'nvidia-driver-daemonset-5.15.0-100-generic-ubuntu22.04'
+    # Once a node runs the kernel, its DaemonSet is planned for it as any other, not as prepared.
+    plan = desired_driver_daemonsets(SPEC, facts_of(ubuntu_node('u1', kernel=KERNEL_NEW)), {}, 'kernel',
+                                     precompiled_available=[IMAGE_NEW], prepare_versions=[KERNEL_NEW])
+    assert plan['prepared'] == [] and plan['assignments']['u1']['daemonset'] == DS_KERNEL_NEW
+
+
+def test_prepared_kernel_without_a_precompiled_image_is_a_plan_error_naming_kernel_and_image():
+    with pytest.raises(PlanError) as error:
+        desired_driver_daemonsets(SPEC, facts_of(ubuntu_node('u1')), {}, 'kernel', precompiled_available=[IMAGE_OLD],
+                                  prepare_versions=[KERNEL_NEW])
+    assert str(error.value) == ('prepare_versions: kernel %s has no precompiled driver image %s, so its driver '
+                                'DaemonSet cannot be prepared: publish the image first' % (KERNEL_NEW, IMAGE_NEW))
+    assert (error.value.obj, error.value.field) == (DS_KERNEL_NEW, 'prepare_versions')

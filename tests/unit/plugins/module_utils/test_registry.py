@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import desired_driver_daemonsets
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import PlanError, desired_driver_daemonsets
 from ansible_collections.accelerators.gpu.plugins.module_utils.mirrors import mirror_rules
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import node_facts
 from ansible_collections.accelerators.gpu.plugins.module_utils.registry import (
@@ -265,3 +265,19 @@ def test_precompiled_available_feeds_the_kernel_mode_plan():
     plan = desired_driver_daemonsets(spec, nodes, dtk, 'kernel', available)
     builds = dict((node, entry['build']) for node, entry in plan['assignments'].items())
     assert builds == {'gpu-416': 'precompiled', 'gpu-418': 'dtk', 'ubuntu': 'blocked'}
+
+
+def test_precompiled_available_asks_about_the_kernels_to_prepare_on_the_nodes_os():
+    nodes = [node_facts(ubuntu_node('ubuntu'))]
+    target = 'registry.example.com/nvidia/driver:535-5.15.0-105-generic-ubuntu22.04'
+    transport = FakeRegistries({
+        manifest_url('registry.example.com', 'nvidia/driver', '535-5.15.0-100-generic-ubuntu22.04'): answer(200),
+        manifest_url('registry.example.com', 'nvidia/driver', '535-5.15.0-105-generic-ubuntu22.04'): answer(404),
+    })
+    spec = {'namespace': 'gpu', 'repository': 'registry.example.com/nvidia', 'branch': '535'}
+    available, checks = precompiled_available(spec, nodes, RegistryClient(transport),
+                                              prepare_versions=['5.15.0-105-generic'])
+    assert target in checks and target not in available
+    with pytest.raises(PlanError) as error:
+        desired_driver_daemonsets(spec, nodes, {}, 'kernel', available, prepare_versions=['5.15.0-105-generic'])
+    assert target in str(error.value)

@@ -9,7 +9,8 @@ __metaclass__ = type
 import json
 
 from ansible_collections.accelerators.gpu.plugins.module_utils import rhcos_upgrade
-from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.nodes import RHCOS_416, RHCOS_418, rhcos_node
+from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.nodes import (
+    KERNEL, RHCOS_416, RHCOS_418, rhcos_node, ubuntu_node)
 
 OLD, NEW = 'rendered-gpu-old', 'rendered-gpu-new'
 POOL = {'spec': {'configuration': {'name': NEW}, 'paused': True}}
@@ -93,3 +94,77 @@ def test_label_patches_set_ostree_version_from_os_image():
     assert (state['nodes'][0]['rhcos'], state['nodes'][0]['rhcos_label']) == (RHCOS_418, RHCOS_416)
     assert rhcos_upgrade.label_patches(state['nodes'], RHCOS_418) == [{'apiVersion': 'v1', 'kind': 'Node', 'metadata': {
         'name': 'stale', 'labels': {'feature.node.kubernetes.io/system-os_release.OSTREE_VERSION': RHCOS_418}}}]
+
+
+# The drain method: a kernel upgrade without a pool, by cordon, drain and the user's reboot step
+OLD_KERNEL, NEW_KERNEL = '5.15.0-100-generic', '5.15.0-105-generic'
+NEW_KERNEL_DS = 'nvidia-driver-daemonset-5.15.0-105-generic-ubuntu22.04'
+
+
+def kernel_node(name, kernel=OLD_KERNEL, ready=True, cordoned=False, record=None, label=None):
+    node = ubuntu_node(name, kernel=kernel)
+    if label:
+        node['metadata']['labels'][KERNEL] = label
+    if record is not None:
+        node['metadata']['annotations'] = {rhcos_upgrade.RECORD_ANNOTATION: json.dumps(record)}
+    node['status']['conditions'] = [{'type': 'Ready', 'status': 'True' if ready else 'False',
+                                     'message': '' if ready else 'rebooting'}]
+    node['spec'] = {'unschedulable': cordoned}
+    return node
+
+
+def kernel_phases(*nodes):
+    state = rhcos_upgrade.upgrade_state(list(nodes), {}, NEW_KERNEL)
+    return dict((entry['name'], entry['phase']) for entry in state['nodes']), state
+
+
+def test_phases_of_a_kernel_upgrade_by_drain_and_reboot():
+    taken = {'from': OLD_KERNEL, 'to': NEW_KERNEL, 'started': 1.0, 'cordoned': False}
+    rebooted = dict(taken, rebooted=2.0)
+    validated = dict(rebooted, validated=3.0, result='validated')
+    found, state = kernel_phases(
+        kernel_node('waiting'),
+        kernel_node('down', ready=False),
+        kernel_node('taken', cordoned=True, record=taken),
+        kernel_node('rebooting', ready=False, cordoned=True, record=rebooted),
+        kernel_node('back', kernel=NEW_KERNEL, cordoned=True, record=rebooted),
+        kernel_node('validated-still-cordoned', kernel=NEW_KERNEL, cordoned=True, record=validated),
+        kernel_node('done', kernel=NEW_KERNEL, record=validated),
+        kernel_node('cordoned-before', kernel=NEW_KERNEL, cordoned=True, record=dict(validated, cordoned=True)),
+        kernel_node('already', kernel=NEW_KERNEL))
+    assert found == {'waiting': 'waiting', 'down': 'blocked', 'taken': 'moving', 'rebooting': 'moving',
+                     'back': 'moving', 'validated-still-cordoned': 'moving', 'done': 'done',
+                     'cordoned-before': 'done', 'already': 'done'}
+    assert state['reboot'] == ['taken']  # cordoned, its reboot step never ran: a re-run runs it
+    assert (state['label_key'], state['label_value'], state['mismatch']) == (KERNEL, NEW_KERNEL, [])
+    back = [entry for entry in state['nodes'] if entry['name'] == 'back'][0]
+    assert (back['back'], back['runs'], back['driver_daemonset']) == (True, NEW_KERNEL, NEW_KERNEL_DS)
+    rebooting = [entry for entry in state['nodes'] if entry['name'] == 'rebooting'][0]
+    assert rebooting['diagnosis'] == 'NotReady (rebooting), runs kernel %s' % OLD_KERNEL
+    assert [entry for entry in state['nodes'] if entry['name'] == 'taken'][0]['diagnosis'].endswith(
+        'its reboot step never ran')
+
+
+def test_kernel_records_keep_the_cordon_and_the_reboot_and_labels_follow_as_nfd_writes_them():
+    _found, state = kernel_phases(kernel_node('a', cordoned=True), kernel_node('b'))
+    records = [json.loads(patch['metadata']['annotations'][rhcos_upgrade.RECORD_ANNOTATION])
+               for patch in rhcos_upgrade.record_patches(state['nodes'], NEW_KERNEL, 5.0)]
+    assert records == [{'from': OLD_KERNEL, 'to': NEW_KERNEL, 'started': 5.0, 'cordoned': True},
+                       {'from': OLD_KERNEL, 'to': NEW_KERNEL, 'started': 5.0, 'cordoned': False}]
+    entry = dict(state['nodes'][0], record=records[0])
+    [patch] = rhcos_upgrade.record_patches([entry], NEW_KERNEL, 7.0, mark='rebooted')
+    record = json.loads(patch['metadata']['annotations'][rhcos_upgrade.RECORD_ANNOTATION])
+    assert record == dict(records[0], rebooted=7.0)
+    assert rhcos_upgrade.label_patches(state['nodes'][:1], '5.15.0-105+rt', key=KERNEL) == [
+        {'apiVersion': 'v1', 'kind': 'Node', 'metadata': {'name': 'a', 'labels': {KERNEL: '5.15.0-105_rt'}}}]
+
+
+def test_without_driver_names_the_gpu_nodes_no_ready_pod_of_their_target_daemonset_serves():
+    _found, state = kernel_phases(kernel_node('a', kernel=NEW_KERNEL), kernel_node('b', kernel=NEW_KERNEL),
+                                  kernel_node('c', kernel=NEW_KERNEL))
+    daemonsets = [{'name': NEW_KERNEL_DS, 'pods': [{'node': 'a', 'ready': True}, {'node': 'b', 'ready': False}]},
+                  {'name': 'nvidia-driver-daemonset-5.15.0-100-generic-ubuntu22.04',
+                   'pods': [{'node': 'c', 'ready': True}]}]
+    assert rhcos_upgrade.without_driver(daemonsets, state['nodes']) == ['b', 'c']
+    _found, pool_state = phases(pool_node('n', NEW, NEW, rhcos=RHCOS_418))
+    assert pool_state['nodes'][0]['driver_daemonset'] == 'nvidia-driver-daemonset-' + RHCOS_418

@@ -1,0 +1,65 @@
+"""The simulated kernel reboot (tools/localcluster/kernel.py) on the vanilla cluster: a node asked to reboot into a
+kernel goes NotReady, loses its pods (a DaemonSet's come back), boots the kernel, and NFD relabels it after a lag."""
+
+import os
+import time
+
+import gpu_fleet
+from conftest import wait_for
+from localcluster import kernel as reboots
+from localcluster.stages import REBOOTING_ANNOTATION
+
+OLD, NEW = "5.15.0-100-generic", "5.15.0-105+rt"  # the new one as NFD cannot label it: "+" becomes "_"
+KERNEL_LABEL = "feature.node.kubernetes.io/kernel-version.full"
+REBOOT_SECONDS, NFD_LAG_SECONDS = 3, 2
+
+
+def is_ready(node):
+    return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+
+
+def test_node_reboots_into_the_kernel_asked_for(kubernetes_cluster, make_fleet):
+    cluster = kubernetes_cluster
+    spec = gpu_fleet.fleet([{"name": "n", "count": 2, "os": {"ubuntu": "22.04"}, "kernel": OLD,
+                             "reboot_seconds": REBOOT_SECONDS, "nfd_lag_seconds": NFD_LAG_SECONDS},
+                            {"name": "z-never", "os": {"ubuntu": "22.04"}, "kernel": OLD,
+                             "faults": {"never_returns": True}}], openshift=None)
+    node, other, never = make_fleet(spec, on=cluster).node_names
+    namespace = "t-reboot-" + os.urandom(2).hex()
+    cluster.core.create_namespace({"metadata": {"name": namespace}})
+    try:
+        wait_for(lambda: cluster.core.list_namespaced_service_account(namespace).items, message="service account")
+        labels = {"app": "sleeper"}
+        cluster.apps.create_namespaced_daemon_set(namespace, {
+            "metadata": {"name": "sleeper"},
+            "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
+                "nodeSelector": {gpu_fleet.FLEET_LABEL: spec["name"]},
+                "containers": [{"name": "sleep", "image": "example.test/sim/sleep:1"}]}}}})
+
+        def pods_on(name):
+            return [p.metadata.uid for p in cluster.core.list_namespaced_pod(namespace).items
+                    if p.spec.node_name == name and not p.metadata.deletion_timestamp]
+        before = wait_for(lambda: pods_on(node), message="the DaemonSet's pod on " + node)
+
+        for name in (node, never):
+            cluster.core.patch_node(name, {"metadata": {"annotations": {reboots.REBOOT_ANNOTATION: NEW}}})
+        wait_for(lambda: not is_ready(cluster.core.read_node(node)), timeout=10, message=node + " NotReady")
+        assert cluster.core.read_node(node).status.node_info.kernel_version == OLD
+        wait_for(lambda: not set(before) & set(pods_on(node)), timeout=10, message="its pods gone")
+
+        booted = wait_for(lambda: [n for n in [cluster.core.read_node(node)] if is_ready(n)], timeout=30,
+                          message=node + " back")[0]
+        assert booted.status.node_info.kernel_version == NEW
+        assert booted.metadata.labels[KERNEL_LABEL] == OLD  # NFD has not relabelled it yet
+        assert reboots.REBOOT_ANNOTATION not in booted.metadata.annotations
+        wait_for(lambda: cluster.core.read_node(node).metadata.labels[KERNEL_LABEL] == "5.15.0-105_rt", timeout=20,
+                 message="NFD's kernel label")
+        wait_for(lambda: pods_on(node), message="the DaemonSet's pod back on " + node)
+        # The node asked for nothing and the one that never returns are as they were, the latter down for good.
+        assert cluster.core.read_node(other).status.node_info.kernel_version == OLD
+        time.sleep(REBOOT_SECONDS)
+        down = cluster.core.read_node(never)
+        assert not is_ready(down) and down.metadata.annotations[REBOOTING_ANNOTATION] == "never"
+        assert down.status.node_info.kernel_version == OLD
+    finally:
+        cluster.core.delete_namespace(namespace)
