@@ -75,6 +75,17 @@ options:
         more) until every node in C(ready_nodes) advertises O(resource), in the same call.
     type: bool
     default: false
+  service:
+    description:
+      - With V(daemonsets), once the DaemonSets are ready, wait (for at most O(service_timeout) seconds more) until
+        every node in C(ready_nodes) has a ready endpoint in the EndpointSlices of this Service of O(namespace), as
+        the endpoint controller follows pod readiness; when one has none, the failure names it and the Service's
+        newest Warning event.
+    type: str
+  service_timeout:
+    description: Seconds the endpoints of O(service) may take.
+    type: int
+    default: 10
   jobs_label_selectors:
     description:
       - Once the wait succeeded, read the Jobs of O(namespace) these label selectors select (all must match) and
@@ -192,6 +203,11 @@ missing:
   returned: when wait_for is allocatable, or O(allocatable_on_ready_nodes) waited for it
   type: list
   elements: str
+unserved_nodes:
+  description: Nodes in C(ready_nodes) without a ready endpoint in O(service)'s EndpointSlices.
+  returned: when O(service) is given and some node was ready
+  type: list
+  elements: str
 jobs_found:
   description: The Jobs O(jobs_label_selectors) select, sorted by name, as the API returns them.
   returned: when O(jobs_label_selectors) is given and the wait succeeded
@@ -259,6 +275,10 @@ class OperandReads:
     def revisions(self, selector):
         return list(self.api._list('/apis/apps/v1/namespaces/%s/controllerrevisions' % self.namespace, selector))
 
+    def endpoint_slices(self, service):
+        return list(self.api._list('/apis/discovery.k8s.io/v1/namespaces/%s/endpointslices' % self.namespace,
+                                   'kubernetes.io/service-name=%s' % service))
+
     def warning_events(self):
         page = self.api._request('GET', '/api/v1/namespaces/%s/events' % self.namespace, field_selector='type=Warning',
                                  limit=WARNING_EVENTS_PAGE)
@@ -289,17 +309,18 @@ def _observer(params, reads):
     return subject, lambda: observe(reads, names, selector)
 
 
-def _wait(params, reads, subject, observe, before=None):
+def _wait(params, reads, subject, observe, before=None, timeout=None):
     """The result of one wait; TaskError when it did not succeed. before: the result of an earlier wait of the same
-    call, which this one's result extends (its report, its message, its seconds)."""
+    call, which this one's result extends (its report, its message, its seconds). timeout: params' unless given."""
     before = before or {}
-    outcome, observation, decisive, elapsed = readiness.wait(observe, params['timeout'], params['poll_interval'],
+    timeout = params['timeout'] if timeout is None else timeout
+    outcome, observation, decisive, elapsed = readiness.wait(observe, timeout, params['poll_interval'],
                                                              params['grace'])
     diagnosis = []
     if outcome != readiness.READY:
         events = reads.warning_events() if observation.unready_pods else []
         diagnosis = readiness.diagnose(observation, events, params['event_limit'])
-    message = readiness.outcome_message(subject, outcome, observation, decisive, diagnosis, elapsed, params['timeout'])
+    message = readiness.outcome_message(subject, outcome, observation, decisive, diagnosis, elapsed, timeout)
     result = dict(before, **observation.report)
     result.update(ready=outcome == readiness.READY, outcome=outcome,
                   elapsed=round(elapsed + before.get('elapsed', 0), 1),
@@ -317,8 +338,8 @@ def wait_for_operands(module, api):
             raise TaskError('allocatable needs nodes or node_label_selectors')
     elif not (params['namespace'] and (params['names'] or params['label_selectors'])):
         raise TaskError('%s needs namespace, and names or label_selectors' % params['wait_for'])
-    if params['allocatable_on_ready_nodes'] and params['wait_for'] != 'daemonsets':
-        raise TaskError('allocatable_on_ready_nodes goes with wait_for daemonsets')
+    if (params['allocatable_on_ready_nodes'] or params['service']) and params['wait_for'] != 'daemonsets':
+        raise TaskError('allocatable_on_ready_nodes and service go with wait_for daemonsets')
     if params['jobs_label_selectors'] and not params['namespace']:
         raise TaskError('jobs_label_selectors needs namespace')
     reads = OperandReads(api, params['namespace'])
@@ -326,6 +347,12 @@ def wait_for_operands(module, api):
     if params['allocatable_on_ready_nodes'] and result['ready_nodes']:
         result = _wait(params, reads, *_allocatable_observer(reads, result['ready_nodes'], '', params['resource']),
                        before=result)
+    if params['service'] and result['ready_nodes']:
+        nodes = result['ready_nodes']
+        subject = 'endpoints of Service %s/%s on the %d ready nodes' % (params['namespace'], params['service'],
+                                                                       len(nodes))
+        result = _wait(params, reads, subject, lambda: readiness.observe_service(reads, params['service'], nodes),
+                       before=result, timeout=params['service_timeout'])
     if params['jobs_label_selectors']:
         result['jobs_found'] = reads.jobs([], ','.join(params['jobs_label_selectors']))[0]
     return result
@@ -341,6 +368,8 @@ def main():
         node_label_selectors=dict(type='list', elements='str', default=[]),
         resource=dict(type='str', default='nvidia.com/gpu'),
         allocatable_on_ready_nodes=dict(type='bool', default=False),
+        service=dict(type='str'),
+        service_timeout=dict(type='int', default=10),
         jobs_label_selectors=dict(type='list', elements='str', default=[]),
         timeout=dict(type='int', default=300),
         poll_interval=dict(type='float', default=2),
