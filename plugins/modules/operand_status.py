@@ -349,8 +349,8 @@ def wait_for_operands(module, api):
                        before=result)
     if params['service'] and result['ready_nodes']:
         nodes = result['ready_nodes']
-        subject = 'endpoints of Service %s/%s on the %d ready nodes' % (params['namespace'], params['service'],
-                                                                       len(nodes))
+        subject = 'endpoints of Service %s/%s on the %d ready nodes' % (
+            params['namespace'], params['service'], len(nodes))
         result = _wait(params, reads, subject, lambda: readiness.observe_service(reads, params['service'], nodes),
                        before=result, timeout=params['service_timeout'])
     if params['jobs_label_selectors']:
