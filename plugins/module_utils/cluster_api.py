@@ -207,19 +207,24 @@ class ClusterAPI:
     def list_pod_disruption_budgets(self, namespace):
         return list(self._list('/apis/policy/v1/namespaces/%s/poddisruptionbudgets' % namespace))
 
+    def read_optional(self, path):
+        """(the object at path or None, whether the API server serves its API): an absent object is no error."""
+        try:
+            return self._request('GET', path), True
+        except APIError as error:
+            if error.status != 404:
+                raise
+            # A missing object is named in the Status details; an unserved API path has no details.
+            return None, bool(error.details.get('name'))
+
     def read_dtk_imagestream(self):
         """(the ImageStream openshift/driver-toolkit, None), or (None, why it is absent).
 
         Why: dtk.NOT_OPENSHIFT when the API server does not serve image.openshift.io, dtk.STREAM_MISSING
         when it does but the stream does not exist.
         """
-        try:
-            return self._request('GET', DTK_IMAGESTREAM_PATH), None
-        except APIError as error:
-            if error.status != 404:
-                raise
-            # A missing object is named in the Status details; an unserved API path has no details.
-            return None, STREAM_MISSING if error.details.get('name') else NOT_OPENSHIFT
+        stream, served = self.read_optional(DTK_IMAGESTREAM_PATH)
+        return stream, None if stream else STREAM_MISSING if served else NOT_OPENSHIFT
 
     def list_mirror_sets(self):
         """{'idms': [...], 'itms': [...], 'icsp': [...]}: the cluster's mirror set objects, [] for an absent API."""

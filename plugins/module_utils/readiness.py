@@ -457,6 +457,26 @@ def observe_allocatable(reads, nodes, selector, pattern):
     return Observation(not state['missing'], (), state)
 
 
+def served_nodes(slices):
+    """The nodes with a ready endpoint in a Service's EndpointSlices, sorted."""
+    return sorted(set(endpoint['nodeName'] for piece in slices for endpoint in piece.get('endpoints') or []
+                      if (endpoint.get('conditions') or {}).get('ready') and endpoint.get('nodeName')))
+
+
+def observe_service(reads, service, nodes):
+    """Observation of Service service's endpoints: ready when each of nodes has a ready one. When some have none,
+    the report names them and the Service's newest Warning event. reads.endpoint_slices(service) -> EndpointSlices."""
+    served = set(served_nodes(reads.endpoint_slices(service)))
+    report = {'unserved_nodes': [node for node in nodes if node not in served]}
+    if report['unserved_nodes']:
+        mine = [event for event in reads.warning_events()
+                if (event.get('involvedObject') or {}).get('kind') == 'Service'
+                and (event.get('involvedObject') or {}).get('name') == service]
+        newest = max(mine, key=_event_time) if mine else {}
+        report['service_warning'] = '%s: %s' % (newest.get('reason'), newest.get('message')) if newest else ''
+    return Observation(not report['unserved_nodes'], (), report)
+
+
 def diagnose(observation, events, event_limit=5):
     """Per-node diagnosis of the pods not ready at the end of a wait, sorted by node."""
     found = [pod_diagnosis(pod, events, event_limit) for pod in observation.unready_pods]
@@ -488,6 +508,10 @@ def _not_ready_lines(report):
                  for s in report.get('jobs') or [] if s['result'] == 'running')
     if report.get('missing'):
         lines.append('nodes without it: %s' % ', '.join(report['missing']))
+    if report.get('unserved_nodes'):
+        lines.append('nodes without a ready endpoint: %s' % ', '.join(report['unserved_nodes']))
+    if report.get('service_warning'):
+        lines.append('last warning of the Service %s' % report['service_warning'])
     return lines
 
 

@@ -69,6 +69,31 @@ options:
       - Allocatable resource name, or shell-style pattern (V(nvidia.com/mig-*)); the matching resources are summed.
     type: str
     default: nvidia.com/gpu
+  allocatable_on_ready_nodes:
+    description:
+      - With V(daemonsets), once the DaemonSets are ready, wait as V(allocatable) does (for at most O(timeout) seconds
+        more) until every node in C(ready_nodes) advertises O(resource), in the same call.
+    type: bool
+    default: false
+  service:
+    description:
+      - With V(daemonsets), once the DaemonSets are ready, wait (for at most O(service_timeout) seconds more) until
+        every node in C(ready_nodes) has a ready endpoint in the EndpointSlices of this Service of O(namespace), as
+        the endpoint controller follows pod readiness; when one has none, the failure names it and the Service's
+        newest Warning event.
+    type: str
+  service_timeout:
+    description: Seconds the endpoints of O(service) may take.
+    type: int
+    default: 10
+  jobs_label_selectors:
+    description:
+      - Once the wait succeeded, read the Jobs of O(namespace) these label selectors select (all must match) and
+        return them as C(jobs_found), as the API gives them; for instance the validation Jobs a check plans from,
+        read in the same call as the wait for the operand it checks.
+    type: list
+    elements: str
+    default: []
   timeout:
     description: Seconds to wait at most.
     type: int
@@ -116,6 +141,15 @@ EXAMPLES = r'''
     nodes: "{{ device_plugin.ready_nodes }}"
     timeout: 60
 
+- name: Wait for the device plugin, then for its GPUs on its nodes; return the Jobs of the CUDA check
+  accelerators.gpu.operand_status:
+    wait_for: daemonsets
+    namespace: nvidia-gpu-operator
+    names: [nvidia-device-plugin-daemonset]
+    allocatable_on_ready_nodes: true
+    jobs_label_selectors: [app.kubernetes.io/component=gpu-validation, accelerators.gpu/validation=cuda]
+  register: device_plugin
+
 - name: The CUDA validation Jobs succeed
   accelerators.gpu.operand_status:
     wait_for: jobs
@@ -162,13 +196,23 @@ jobs:
   elements: dict
 allocatable:
   description: Per node (V(allocatable)) the sum of its allocatable resources matching O(resource).
-  returned: when wait_for is allocatable
+  returned: when wait_for is allocatable, or O(allocatable_on_ready_nodes) waited for it
   type: dict
 missing:
   description: Nodes (V(allocatable)) that do not advertise O(resource).
-  returned: when wait_for is allocatable
+  returned: when wait_for is allocatable, or O(allocatable_on_ready_nodes) waited for it
   type: list
   elements: str
+unserved_nodes:
+  description: Nodes in C(ready_nodes) without a ready endpoint in O(service)'s EndpointSlices.
+  returned: when O(service) is given and some node was ready
+  type: list
+  elements: str
+jobs_found:
+  description: The Jobs O(jobs_label_selectors) select, sorted by name, as the API returns them.
+  returned: when O(jobs_label_selectors) is given and the wait succeeded
+  type: list
+  elements: dict
 problems:
   description:
     - Causes seen at the last look, each with kind (image, crash, config, failed, missing, unschedulable,
@@ -231,6 +275,10 @@ class OperandReads:
     def revisions(self, selector):
         return list(self.api._list('/apis/apps/v1/namespaces/%s/controllerrevisions' % self.namespace, selector))
 
+    def endpoint_slices(self, service):
+        return list(self.api._list('/apis/discovery.k8s.io/v1/namespaces/%s/endpointslices' % self.namespace,
+                                   'kubernetes.io/service-name=%s' % service))
+
     def warning_events(self):
         page = self.api._request('GET', '/api/v1/namespaces/%s/events' % self.namespace, field_selector='type=Warning',
                                  limit=WARNING_EVENTS_PAGE)
@@ -243,18 +291,44 @@ class OperandReads:
         return list(self.api.list_nodes(selector))
 
 
+def _allocatable_observer(reads, nodes, selector, resource):
+    return ('allocatable %s on nodes %s' % (resource, ', '.join(nodes) if nodes else selector),
+            lambda: readiness.observe_allocatable(reads, nodes, selector, resource))
+
+
 def _observer(params, reads):
     """(what is awaited, in words; a function observing it). Label selectors are ANDed, as kubernetes.core's."""
     mode = params['wait_for']
     if mode == 'allocatable':
-        nodes, selector = params['nodes'], ','.join(params['node_label_selectors'])
-        return ('allocatable %s on nodes %s' % (params['resource'], ', '.join(nodes) if nodes else selector),
-                lambda: readiness.observe_allocatable(reads, nodes, selector, params['resource']))
+        return _allocatable_observer(reads, params['nodes'], ','.join(params['node_label_selectors']),
+                                     params['resource'])
     kind, observe = {'daemonsets': ('DaemonSets', readiness.observe_daemonsets),
                      'jobs': ('Jobs', readiness.observe_jobs)}[mode]
     names, selector = params['names'], ','.join(params['label_selectors'])
     subject = '%s %s in namespace %s' % (kind, ', '.join(names + ([selector] if selector else [])), reads.namespace)
     return subject, lambda: observe(reads, names, selector)
+
+
+def _wait(params, reads, subject, observe, before=None, timeout=None):
+    """The result of one wait; TaskError when it did not succeed. before: the result of an earlier wait of the same
+    call, which this one's result extends (its report, its message, its seconds). timeout: params' unless given."""
+    before = before or {}
+    timeout = params['timeout'] if timeout is None else timeout
+    outcome, observation, decisive, elapsed = readiness.wait(observe, timeout, params['poll_interval'],
+                                                             params['grace'])
+    diagnosis = []
+    if outcome != readiness.READY:
+        events = reads.warning_events() if observation.unready_pods else []
+        diagnosis = readiness.diagnose(observation, events, params['event_limit'])
+    message = readiness.outcome_message(subject, outcome, observation, decisive, diagnosis, elapsed, timeout)
+    result = dict(before, **observation.report)
+    result.update(ready=outcome == readiness.READY, outcome=outcome,
+                  elapsed=round(elapsed + before.get('elapsed', 0), 1),
+                  problems=readiness.public_problems(observation.problems), nodes=diagnosis, changed=False,
+                  msg='\n'.join(filter(None, (before.get('msg'), message))))
+    if outcome != readiness.READY:
+        raise TaskError(result.pop('msg'), **result)
+    return result
 
 
 def wait_for_operands(module, api):
@@ -264,20 +338,24 @@ def wait_for_operands(module, api):
             raise TaskError('allocatable needs nodes or node_label_selectors')
     elif not (params['namespace'] and (params['names'] or params['label_selectors'])):
         raise TaskError('%s needs namespace, and names or label_selectors' % params['wait_for'])
+    if (params['allocatable_on_ready_nodes'] or params['service']) and params['wait_for'] != 'daemonsets':
+        raise TaskError('allocatable_on_ready_nodes and service go with wait_for daemonsets')
+    if params['jobs_label_selectors'] and not params['namespace']:
+        raise TaskError('jobs_label_selectors needs namespace')
     reads = OperandReads(api, params['namespace'])
-    subject, observe = _observer(params, reads)
-    outcome, observation, decisive, elapsed = readiness.wait(observe, params['timeout'], params['poll_interval'],
-                                                             params['grace'])
-    diagnosis = []
-    if outcome != readiness.READY:
-        events = reads.warning_events() if observation.unready_pods else []
-        diagnosis = readiness.diagnose(observation, events, params['event_limit'])
-    message = readiness.outcome_message(subject, outcome, observation, decisive, diagnosis, elapsed, params['timeout'])
-    result = dict(observation.report, ready=outcome == readiness.READY, outcome=outcome, elapsed=round(elapsed, 1),
-                  problems=readiness.public_problems(observation.problems), nodes=diagnosis, changed=False)
-    if outcome != readiness.READY:
-        raise TaskError(message, **result)
-    return dict(result, msg=message)
+    result = _wait(params, reads, *_observer(params, reads))
+    if params['allocatable_on_ready_nodes'] and result['ready_nodes']:
+        result = _wait(params, reads, *_allocatable_observer(reads, result['ready_nodes'], '', params['resource']),
+                       before=result)
+    if params['service'] and result['ready_nodes']:
+        nodes = result['ready_nodes']
+        subject = 'endpoints of Service %s/%s on the %d ready nodes' % (
+            params['namespace'], params['service'], len(nodes))
+        result = _wait(params, reads, subject, lambda: readiness.observe_service(reads, params['service'], nodes),
+                       before=result, timeout=params['service_timeout'])
+    if params['jobs_label_selectors']:
+        result['jobs_found'] = reads.jobs([], ','.join(params['jobs_label_selectors']))[0]
+    return result
 
 
 def main():
@@ -289,6 +367,10 @@ def main():
         nodes=dict(type='list', elements='str', default=[]),
         node_label_selectors=dict(type='list', elements='str', default=[]),
         resource=dict(type='str', default='nvidia.com/gpu'),
+        allocatable_on_ready_nodes=dict(type='bool', default=False),
+        service=dict(type='str'),
+        service_timeout=dict(type='int', default=10),
+        jobs_label_selectors=dict(type='list', elements='str', default=[]),
         timeout=dict(type='int', default=300),
         poll_interval=dict(type='float', default=2),
         grace=dict(type='int', default=20),

@@ -6,8 +6,8 @@ import pytest
 from ansible_collections.accelerators.gpu.plugins.module_utils import readiness
 from ansible_collections.accelerators.gpu.plugins.module_utils.readiness import (
     FAILED_FAST, READY, TIMED_OUT, Observation, allocatable_state, daemonset_problems, daemonset_state, diagnose,
-    job_state, observe_allocatable, observe_daemonsets, observe_jobs, outcome_message, pinned_node, pod_problems,
-    selector_string, wait, warning_events)
+    job_state, observe_allocatable, observe_daemonsets, observe_jobs, observe_service, outcome_message, pinned_node,
+    pod_problems, selector_string, served_nodes, wait, warning_events)
 
 NS = 'gpu'
 TOOLKIT_IMAGE = 'nvcr.io/nvidia/k8s/container-toolkit:v1.17.8-ubuntu20.04'
@@ -340,8 +340,8 @@ def test_allocatable_by_pattern_and_missing_nodes():
 class FakeReads:
     namespace = NS
 
-    def __init__(self, daemonsets=(), jobs=(), pods=(), revisions=(), events=(), nodes=(), missing=()):
-        self._daemonsets, self._jobs, self._pods = list(daemonsets), list(jobs), list(pods)
+    def __init__(self, daemonsets=(), jobs=(), pods=(), revisions=(), events=(), nodes=(), missing=(), slices=()):
+        self._daemonsets, self._jobs, self._pods, self._slices = list(daemonsets), list(jobs), list(pods), list(slices)
         self._revisions, self._events, self._nodes, self._missing = list(revisions), list(events), nodes, missing
         self.calls = []
 
@@ -367,6 +367,10 @@ class FakeReads:
 
     def nodes(self, names, selector):
         return list(self._nodes)
+
+    def endpoint_slices(self, service):
+        self.calls.append(('endpointslices', service))
+        return list(self._slices)
 
 
 def test_observe_daemonsets_ready_nodes_and_no_event_reads_when_all_pods_exist():
@@ -441,6 +445,36 @@ def test_observe_allocatable():
     observation = observe_allocatable(reads, ['a', 'b'], '', 'nvidia.com/gpu')
     assert not observation.ready
     assert observation.report == {'allocatable': {'a': 4, 'b': 0}, 'missing': ['b']}
+
+
+def endpoint(node, ready=True):
+    return {'nodeName': node, 'conditions': {'ready': ready}}
+
+
+def test_served_nodes_have_a_ready_endpoint_in_any_slice():
+    slices = [{'endpoints': [endpoint('a'), endpoint('b', ready=False)]}, {'endpoints': None},
+              {'endpoints': [endpoint('c'), {'conditions': {'ready': True}}, {'nodeName': 'd'}]}]
+    assert served_nodes(slices) == ['a', 'c']
+
+
+def test_observe_service_names_the_nodes_without_an_endpoint_and_the_newest_service_warning():
+    service_event = {'type': 'Warning', 'involvedObject': {'kind': 'Service', 'name': 'exporter'},
+                     'reason': 'FailedToUpdateEndpointSlices', 'message': 'newest',
+                     'lastTimestamp': '2026-01-02T00:00:00Z'}
+    older = dict(service_event, message='older', lastTimestamp='2026-01-01T00:00:00Z')
+    other = dict(service_event, involvedObject={'kind': 'Service', 'name': 'other'},
+                 lastTimestamp='2026-01-03T00:00:00Z')
+    reads = FakeReads(slices=[{'endpoints': [endpoint('a')]}], events=[older, service_event, other])
+    observation = observe_service(reads, 'exporter', ['a', 'b'])
+    assert not observation.ready
+    assert observation.report == {'unserved_nodes': ['b'], 'service_warning': 'FailedToUpdateEndpointSlices: newest'}
+    message = outcome_message('endpoints', TIMED_OUT, observation, [], [], 10, 10)
+    assert message.splitlines()[1:] == ['nodes without a ready endpoint: b',
+                                        'last warning of the Service FailedToUpdateEndpointSlices: newest']
+    served = FakeReads(slices=[{'endpoints': [endpoint('a'), endpoint('b')]}])
+    assert observe_service(served, 'exporter', ['a', 'b']).ready
+    # Events are read only for a node without an endpoint.
+    assert served.calls == [('endpointslices', 'exporter')]
 
 
 # -- the wait loop ---------------------------------------------------------------------------------------

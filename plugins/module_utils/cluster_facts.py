@@ -1,0 +1,47 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the states of the stack need to know about the cluster before they apply anything, read in one go:
+whether it is OpenShift, the container runtime of the toolkit's nodes, the operand namespace, an NFD already
+running, the CRDs of optional integrations."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+CLUSTER_VERSION = '/apis/config.openshift.io/v1/clusterversions/version'
+NAMESPACE = '/api/v1/namespaces/%s'
+DAEMONSETS_ALL_NAMESPACES = '/apis/apps/v1/daemonsets'
+CRD = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/%s'
+_RUNTIME_SCHEME = re.compile(r'^([^:]+)://')
+
+
+def runtime_name(version):
+    """The runtime of a node's status.nodeInfo.containerRuntimeVersion (containerd://1.7.2, cri-o://1.31.1):
+    containerd, crio (as cri-o is spelled in the collection's settings), or the version itself without a scheme."""
+    match = _RUNTIME_SCHEME.match(version or '')
+    name = match.group(1) if match else version or ''
+    return 'crio' if name == 'cri-o' else name
+
+
+def container_runtimes(nodes):
+    """{node name: runtime name} of Node objects."""
+    return dict((node['metadata']['name'], runtime_name(((node.get('status') or {}).get('nodeInfo') or {})
+                                                        .get('containerRuntimeVersion')))
+                for node in nodes)
+
+
+def read_facts(api, namespace, detect_openshift, runtime_label_selector, daemonset_name, crd_names):
+    """The facts, as cluster_facts returns them. api: a ClusterAPI."""
+    facts = {'namespace': api.read_optional(NAMESPACE % namespace)[0]}
+    if detect_openshift:
+        facts['openshift_api'] = api.read_optional(CLUSTER_VERSION)[1]
+    if runtime_label_selector is not None:
+        facts['container_runtimes'] = container_runtimes(api.list_nodes(runtime_label_selector or None))
+    if daemonset_name:
+        facts['daemonsets'] = [
+            {'namespace': item['metadata']['namespace'], 'name': item['metadata']['name']}
+            for item in api._list(DAEMONSETS_ALL_NAMESPACES, field_selector='metadata.name=%s' % daemonset_name)]
+    facts['crds'] = [name for name in crd_names if api.read_optional(CRD % name)[0]]
+    return facts

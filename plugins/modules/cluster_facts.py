@@ -1,0 +1,112 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+module: cluster_facts
+short_description: What the GPU stack's states need to know about the cluster, read in one call
+version_added: 0.1.0
+author: accelerators.gpu developers (@accelerators-gpu)
+description:
+  - Reads, in one module run instead of one per object, the operand namespace, whether the API server serves
+    OpenShift's C(config.openshift.io) API, the container runtime of selected nodes, the DaemonSets of a name in every
+    namespace, and which of some CustomResourceDefinitions exist.
+  - Never changes anything. Every result carries I(api_requests), the API requests sent, by HTTP verb.
+options:
+  namespace:
+    description: Namespace to read (returned in RV(namespace), null when it does not exist).
+    type: str
+    required: true
+  detect_openshift:
+    description: Find out whether the API server serves C(config.openshift.io/v1) ClusterVersions (RV(openshift_api)).
+    type: bool
+    default: true
+  runtime_label_selector:
+    description:
+      - Label selector of the nodes whose container runtime to report in RV(container_runtimes); an empty string
+        selects every node. Omitted, no node is read.
+    type: str
+  daemonset_name:
+    description: Name of DaemonSets to find in every namespace (RV(daemonsets)), such as C(nfd-worker).
+    type: str
+  crd_names:
+    description: Names of CustomResourceDefinitions (C(<plural>.<group>)) whose existence to report in RV(crds).
+    type: list
+    elements: str
+    default: []
+attributes:
+  check_mode:
+    description: Reads only, so check mode does the same as a normal run.
+    support: full
+  diff_mode:
+    description: Nothing changes, so there is no diff.
+    support: none
+extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
+requirements:
+  - kubernetes >= 24.2.0
+'''
+
+EXAMPLES = r'''
+- name: Read the platform, the toolkit nodes' runtime, the namespace, an NFD running, the ServiceMonitor API
+  accelerators.gpu.cluster_facts:
+    namespace: nvidia-gpu-operator
+    runtime_label_selector: nvidia.com/gpu.deploy.container-toolkit=true
+    daemonset_name: nfd-worker
+    crd_names: [servicemonitors.monitoring.coreos.com]
+  register: cluster
+'''
+
+RETURN = r'''
+namespace:
+  description: The Namespace O(namespace) as the API returns it, or null when it does not exist.
+  returned: always
+  type: dict
+openshift_api:
+  description: Whether the API server serves C(config.openshift.io/v1) ClusterVersions.
+  returned: when O(detect_openshift)
+  type: bool
+container_runtimes:
+  description:
+    - Per selected node, its container runtime from C(status.nodeInfo.containerRuntimeVersion) without the version
+      (V(containerd), V(crio) for CRI-O).
+  returned: when O(runtime_label_selector) is given
+  type: dict
+daemonsets:
+  description: The DaemonSets named O(daemonset_name), each as namespace and name.
+  returned: when O(daemonset_name) is given
+  type: list
+  elements: dict
+crds:
+  description: The names in O(crd_names) of the CustomResourceDefinitions that exist.
+  returned: always
+  type: list
+  elements: str
+api_requests:
+  description: HTTP requests sent to the API server, by verb.
+  returned: always
+  type: dict
+'''
+
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import run_module
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_facts import read_facts
+
+
+def main():
+    run_module(dict(
+        namespace=dict(type='str', required=True),
+        detect_openshift=dict(type='bool', default=True),
+        runtime_label_selector=dict(type='str'),
+        daemonset_name=dict(type='str'),
+        crd_names=dict(type='list', elements='str', default=[]),
+    ), lambda module, api: dict(changed=False, **read_facts(
+        api, module.params['namespace'], module.params['detect_openshift'], module.params['runtime_label_selector'],
+        module.params['daemonset_name'], module.params['crd_names'])))
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,59 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+import json
+
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_facts import (
+    container_runtimes, read_facts, runtime_name)
+from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.test_cluster_api import (
+    DynamicClient, make_api)
+
+NAMESPACE = {'kind': 'Namespace', 'metadata': {'name': 'gpu', 'labels': {'app.kubernetes.io/managed-by': 'x'}}}
+CRD_PATH = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/%s'
+
+
+def missing(name):
+    return (404, json.dumps({'kind': 'Status', 'code': 404, 'message': 'not found', 'details': {'name': name}}))
+
+
+def node(name, runtime):
+    return {'metadata': {'name': name}, 'status': {'nodeInfo': {'containerRuntimeVersion': runtime}}}
+
+
+def test_runtime_names_drop_the_version_and_spell_cri_o_crio():
+    assert runtime_name('containerd://1.7.2') == 'containerd'
+    assert runtime_name('cri-o://1.31.1-3.rhaos4.18') == 'crio'
+    assert runtime_name('docker://27.1') == 'docker'
+    assert runtime_name('') == '' and runtime_name(None) == ''
+    assert container_runtimes([node('a', 'cri-o://1.31'), node('b', 'containerd://2.0')]) == {
+        'a': 'crio', 'b': 'containerd'}
+
+
+def test_every_fact_in_one_pass(monkeypatch):
+    client = DynamicClient({
+        ('GET', '/api/v1/namespaces/gpu'): NAMESPACE,
+        ('GET', '/apis/config.openshift.io/v1/clusterversions/version'): {'kind': 'ClusterVersion'},
+        ('GET', '/api/v1/nodes'): {'items': [node('gpu-0', 'cri-o://1.31')], 'metadata': {}},
+        ('GET', '/apis/apps/v1/daemonsets'): {
+            'items': [{'metadata': {'namespace': 'site-nfd', 'name': 'nfd-worker'}}], 'metadata': {}},
+        ('GET', CRD_PATH % 'servicemonitors.monitoring.coreos.com'): {'kind': 'CustomResourceDefinition'},
+        ('GET', CRD_PATH % 'podmonitors.monitoring.coreos.com'): missing('podmonitors.monitoring.coreos.com')})
+    facts = read_facts(make_api(monkeypatch, client), 'gpu', True, 'toolkit=true', 'nfd-worker',
+                       ['servicemonitors.monitoring.coreos.com', 'podmonitors.monitoring.coreos.com'])
+    assert facts == {'namespace': NAMESPACE, 'openshift_api': True, 'container_runtimes': {'gpu-0': 'crio'},
+                     'daemonsets': [{'namespace': 'site-nfd', 'name': 'nfd-worker'}],
+                     'crds': ['servicemonitors.monitoring.coreos.com']}
+    params = dict((path, params) for _method, path, _body, params in client.requests)
+    assert params['/api/v1/nodes']['label_selector'] == 'toolkit=true'
+    assert params['/apis/apps/v1/daemonsets']['field_selector'] == 'metadata.name=nfd-worker'
+
+
+def test_a_missing_namespace_and_plain_kubernetes_read_only_what_is_asked(monkeypatch):
+    client = DynamicClient({
+        ('GET', '/api/v1/namespaces/gpu'): missing('gpu'),
+        # An API the server does not serve: no Status details.
+        ('GET', '/apis/config.openshift.io/v1/clusterversions/version'): (404, '404 page not found\n')})
+    facts = read_facts(make_api(monkeypatch, client), 'gpu', True, None, None, [])
+    assert facts == {'namespace': None, 'openshift_api': False, 'crds': []}
+    assert [path for _method, path, _body, _params in client.requests] == [
+        '/api/v1/namespaces/gpu', '/apis/config.openshift.io/v1/clusterversions/version']
