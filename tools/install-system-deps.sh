@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the local control plane needs (etcd), only when missing.
+# Installs the Debian packages the gates need, only when missing: etcd for the local control plane, shellcheck for
+# ansible-test sanity (which otherwise skips its shellcheck test).
 set -euo pipefail
 missing=()
 command -v etcd >/dev/null || missing+=(etcd-server)
 command -v make >/dev/null || missing+=(make)
+command -v shellcheck >/dev/null || missing+=(shellcheck)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "install-system-deps: installing ${missing[*]}" >&2
   sudo_cmd=""; [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
