@@ -172,6 +172,10 @@ class ClusterAPI:
     def list_daemonsets(self, namespace, label_selector=None):
         return list(self._list(DAEMONSETS % namespace, label_selector))
 
+    def list_daemonsets_named(self, name):
+        """The DaemonSets of that name, in every namespace."""
+        return list(self._list('/apis/apps/v1/daemonsets', field_selector='metadata.name=%s' % name))
+
     def apply_daemonset(self, daemonset):
         """Server-side apply as field manager accelerators.gpu; returns the DaemonSet as stored.
 

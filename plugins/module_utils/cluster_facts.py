@@ -12,7 +12,6 @@ import re
 
 CLUSTER_VERSION = '/apis/config.openshift.io/v1/clusterversions/version'
 NAMESPACE = '/api/v1/namespaces/%s'
-DAEMONSETS_ALL_NAMESPACES = '/apis/apps/v1/daemonsets'
 CRD = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/%s'
 _RUNTIME_SCHEME = re.compile(r'^([^:]+)://')
 
@@ -42,6 +41,6 @@ def read_facts(api, namespace, detect_openshift, runtime_label_selector, daemons
     if daemonset_name:
         facts['daemonsets'] = [
             {'namespace': item['metadata']['namespace'], 'name': item['metadata']['name']}
-            for item in api._list(DAEMONSETS_ALL_NAMESPACES, field_selector='metadata.name=%s' % daemonset_name)]
+            for item in api.list_daemonsets_named(daemonset_name)]
     facts['crds'] = [name for name in crd_names if api.read_optional(CRD % name)[0]]
     return facts
