@@ -124,6 +124,8 @@ def node_facts(node):
         'labels': labels,
         'gpu_present': gpu_present,
         'nfd_labelled': nfd_labelled,
+        'ready': any(condition.get('type') == 'Ready' and condition.get('status') == 'True'
+                     for condition in status.get('conditions') or []),
         'kernel': kernel,
         'os': {
             'id': labels.get(OS_RELEASE_PREFIX + 'ID'),

@@ -38,8 +38,8 @@ options:
     default: 500
   wait:
     description:
-      - Wait until every selected node (at least one) carries NFD labels or, with I(min_gpu_nodes), until at
-        least that many GPU nodes are found.
+      - Wait until every selected Ready node (at least one) carries NFD labels or, with I(min_gpu_nodes), until at
+        least that many GPU nodes are found. A node that is not Ready runs no nfd-worker and is not waited for.
       - On timeout the module fails naming the nodes still without NFD labels.
     type: bool
     default: false
@@ -55,7 +55,7 @@ options:
     default: 5
   min_gpu_nodes:
     description:
-      - With I(wait), wait for at least this many GPU nodes instead of for NFD labels on every selected node.
+      - With I(wait), wait for at least this many GPU nodes instead of for NFD labels on every selected Ready node.
     type: int
     default: 0
   manage_labels:
@@ -141,6 +141,9 @@ nodes:
       type: bool
     nfd_labelled:
       description: Whether the node carries any C(feature.node.kubernetes.io/) label.
+      type: bool
+    ready:
+      description: Whether the node's C(Ready) condition is C(True).
       type: bool
     gpu_count:
       description: C(nvidia.com/gpu.count) from GPU feature discovery, or null.

@@ -11,7 +11,7 @@ KERNEL_416 = '5.14.0-427.33.1.el9_4.x86_64'
 KERNEL_418 = '5.14.0-570.42.1.el9_6.x86_64'
 
 
-def make_node(name, labels=None, os_image=None, kernel=None, runtime='cri-o://1.29.1', allocatable=None):
+def make_node(name, labels=None, os_image=None, kernel=None, runtime='cri-o://1.29.1', allocatable=None, ready=True):
     return {
         'apiVersion': 'v1',
         'kind': 'Node',
@@ -23,6 +23,7 @@ def make_node(name, labels=None, os_image=None, kernel=None, runtime='cri-o://1.
                 'containerRuntimeVersion': runtime,
             },
             'allocatable': dict(allocatable or {'cpu': '8', 'memory': '32Gi'}),
+            'conditions': [{'type': 'Ready', 'status': 'True' if ready else 'False'}],
         },
     }
 
