@@ -3,9 +3,10 @@
 """The only place where this collection's modules talk to the Kubernetes API server.
 
 The connection (module arguments, K8S_AUTH_* variables, kubeconfig, in-cluster config) is kubernetes.core's:
-the client comes from its get_api_client(). Requests go to fixed paths rather than through API discovery:
-every path is known, and a discovery miss (an OpenShift API on plain Kubernetes) would make the client
-re-discover every API group. Responses are decoded to plain dicts: the dynamic client's ResourceInstance
+the client comes from its get_api_client(). Reads go to fixed paths rather than through API discovery: every
+path is known, and a discovery miss (an OpenShift API on plain Kubernetes) would make the client re-discover
+every API group. Only the objects of apply_object() and delete_object(), of any kind a manifest names, are
+found through the client's (cached) discovery. Responses are decoded to plain dicts: the dynamic client's ResourceInstance
 wrapping costs seconds and hundreds of MiB on a list of thousands of nodes.
 """
 
@@ -25,11 +26,14 @@ from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions imp
 
 try:
     import kubernetes
-    from kubernetes.dynamic.exceptions import DynamicApiError
+    from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
     from urllib3.exceptions import HTTPError as TransportError
 except ImportError:
     # AnsibleK8SModule fails the module with "kubernetes is required" before any request is made.
     class DynamicApiError(Exception):
+        pass
+
+    class ResourceNotFoundError(Exception):
         pass
 
     class TransportError(Exception):
@@ -103,6 +107,13 @@ def _parse_status(body):
     return status.get('message') or str(status), status.get('details') or {}
 
 
+def describe(obj):
+    """An object in words, for messages: kind namespace/name, or kind name."""
+    metadata = obj.get('metadata') or {}
+    return '%s %s%s' % (obj.get('kind'), '%s/' % metadata['namespace'] if metadata.get('namespace') else '',
+                        metadata.get('name'))
+
+
 class ClusterAPI:
     """Reads and writes of the objects this collection's modules handle.
 
@@ -137,6 +148,44 @@ class ClusterAPI:
             raise APIError(method.upper(), path, None, 'cannot reach the API server %s: %s'
                            % (self._client.configuration.host, error))
         return json.loads(response.data)
+
+    def read(self, path, **query):
+        """The object (or list) at path; query: the request's parameters (label_selector, limit...)."""
+        return self._request('GET', path, **query)
+
+    def list_items(self, path, label_selector=None, field_selector=None):
+        """Every item of the list at path, read page by page, as a list."""
+        return list(self._list(path, label_selector, field_selector=field_selector))
+
+    def object_path(self, obj):
+        """The path of an object of a manifest (apiVersion, kind, metadata.name, metadata.namespace), found through
+        the client's discovery; None when the API server does not serve its kind."""
+        metadata = obj.get('metadata') or {}
+        try:
+            resource = self._client.resources.get(api_version=obj.get('apiVersion'), kind=obj.get('kind'))
+        except ResourceNotFoundError:
+            return None
+        if resource.namespaced and not metadata.get('namespace'):
+            raise TaskError('%s: a namespaced object needs metadata.namespace' % describe(obj))
+        return resource.path(name=metadata.get('name'), namespace=metadata.get('namespace') if resource.namespaced
+                             else None)
+
+    def apply_object(self, path, obj):
+        """Server-side apply as field manager accelerators.gpu, forced (the collection's values win over an edit by
+        hand, and fields it no longer declares go); returns the object as stored, or as it would be in check mode."""
+        return self._request('PATCH', path, body=obj, content_type='application/apply-patch+yaml', write=True,
+                             field_manager=FIELD_MANAGER, force_conflicts=True)
+
+    def delete_object(self, path, preconditions=None):
+        """Delete the object at path, its dependents in the background; with preconditions ({uid, resourceVersion})
+        only if it still matches them, else APIError 409."""
+        body = {'apiVersion': 'v1', 'kind': 'DeleteOptions', 'propagationPolicy': 'Background'}
+        if preconditions:
+            body['preconditions'] = preconditions
+        if self.dry_run:
+            # The API server reads a DELETE's options from its body when there is one, ignoring ?dryRun=All.
+            body['dryRun'] = ['All']
+        return self._request('DELETE', path, body=body, write=True)
 
     def _list(self, path, label_selector=None, page_size=DEFAULT_PAGE_SIZE, field_selector=None):
         """Every item of a list, page by page (limit and continue), so no single response holds all."""
@@ -191,12 +240,8 @@ class ClusterAPI:
 
         Raises APIError with status 409 when it changed since (for instance its status now counts a pod).
         """
-        body = {'apiVersion': 'v1', 'kind': 'DeleteOptions', 'propagationPolicy': 'Background',
-                'preconditions': {'uid': uid, 'resourceVersion': resource_version}}
-        if self.dry_run:
-            # The API server reads a DELETE's options from its body when there is one, ignoring ?dryRun=All.
-            body['dryRun'] = ['All']
-        return self._request('DELETE', '%s/%s' % (DAEMONSETS % namespace, name), body=body, write=True)
+        return self.delete_object('%s/%s' % (DAEMONSETS % namespace, name),
+                                  {'uid': uid, 'resourceVersion': resource_version})
 
     def list_node_pods(self, node):
         """The pods bound to a node, in every namespace."""

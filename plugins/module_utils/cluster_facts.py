@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """What the states of the stack need to know about the cluster before they apply anything, read in one go:
 whether it is OpenShift, the container runtime of the toolkit's nodes, the operand namespace, an NFD already
-running, the CRDs of optional integrations."""
+running, the CRDs of optional integrations, whether the cluster's Proxy sets anything."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -10,9 +10,12 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.accelerators.gpu.plugins.module_utils.proxy import proxy_configured
+
 CLUSTER_VERSION = '/apis/config.openshift.io/v1/clusterversions/version'
 NAMESPACE = '/api/v1/namespaces/%s'
 CRD = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/%s'
+CLUSTER_PROXY = '/apis/config.openshift.io/v1/proxies/cluster'
 _RUNTIME_SCHEME = re.compile(r'^([^:]+)://')
 
 
@@ -31,7 +34,7 @@ def container_runtimes(nodes):
                 for node in nodes)
 
 
-def read_facts(api, namespace, detect_openshift, runtime_label_selector, daemonset_name, crd_names):
+def read_facts(api, namespace, detect_openshift, runtime_label_selector, daemonset_name, crd_names, proxy=False):
     """The facts, as cluster_facts returns them. api: a ClusterAPI."""
     facts = {'namespace': api.read_optional(NAMESPACE % namespace)[0]}
     if detect_openshift:
@@ -43,4 +46,7 @@ def read_facts(api, namespace, detect_openshift, runtime_label_selector, daemons
             {'namespace': item['metadata']['namespace'], 'name': item['metadata']['name']}
             for item in api.list_daemonsets_named(daemonset_name)]
     facts['crds'] = [name for name in crd_names if api.read_optional(CRD % name)[0]]
+    if proxy:
+        # Only whether: the values may hold credentials, which this module's result must not carry.
+        facts['proxy_configured'] = proxy_configured(api.read_optional(CLUSTER_PROXY)[0])
     return facts

@@ -126,6 +126,9 @@ def node_facts(node):
         'nfd_labelled': nfd_labelled,
         'ready': any(condition.get('type') == 'Ready' and condition.get('status') == 'True'
                      for condition in status.get('conditions') or []),
+        # Pods without a matching toleration, nfd-worker's among them, do not run there.
+        'tainted': any(taint.get('effect') in ('NoSchedule', 'NoExecute')
+                       for taint in (node.get('spec') or {}).get('taints') or []),
         'kernel': kernel,
         'os': {
             'id': labels.get(OS_RELEASE_PREFIX + 'ID'),

@@ -32,23 +32,24 @@ def read_nodes(api, label_selector=None, page_size=DEFAULT_PAGE_SIZE):
 def missing_nfd(facts_list, min_gpu_nodes=0):
     """What waiting for NFD still waits for, or None when it is over.
 
-    min_gpu_nodes > 0: at least that many GPU nodes; otherwise every Ready node (and at least one) NFD-labelled.
-    A node that is not Ready runs no nfd-worker, and no operand either: it is not waited for.
+    min_gpu_nodes > 0: at least that many GPU nodes; otherwise every node NFD labels (and at least one): those
+    Ready and without a NoSchedule or NoExecute taint, where nfd-worker runs. A node that is not Ready, or a control
+    plane node, is not waited for.
     """
-    unlabelled = [facts['name'] for facts in facts_list if not facts['nfd_labelled'] and facts['ready']]
-    without = 'Ready nodes without %s labels: %s' % (NFD_PREFIX, ', '.join(unlabelled) or 'none')
+    expected = [facts for facts in facts_list if facts['ready'] and not facts['tainted']]
+    unlabelled = [facts['name'] for facts in expected if not facts['nfd_labelled']]
+    without = 'Ready untainted nodes without %s labels: %s' % (NFD_PREFIX, ', '.join(unlabelled) or 'none')
     if min_gpu_nodes:
         gpu_nodes = [facts['name'] for facts in facts_list if facts['gpu_present']]
         if len(gpu_nodes) >= min_gpu_nodes:
             return None
         return '%d GPU node(s) found (%s), at least %d wanted; %s' % (
             len(gpu_nodes), ', '.join(gpu_nodes) or 'none', min_gpu_nodes, without)
-    ready = [facts for facts in facts_list if facts['ready']]
-    if not ready:
-        return 'no Ready node matches the label selector yet'
+    if not expected:
+        return 'no Ready untainted node matches the label selector yet'
     if not unlabelled:
         return None
-    return '%d of %d Ready node(s) have no NFD labels; %s' % (len(unlabelled), len(ready), without)
+    return '%d of %d Ready untainted node(s) have no NFD labels; %s' % (len(unlabelled), len(expected), without)
 
 
 def wait_for_nfd(api, params, clock=time.monotonic, sleep=time.sleep):

@@ -41,6 +41,13 @@ def proxy_settings(cluster_proxy=None, given=None, secret_name='accelerators-gpu
     return {'secret_data': data, 'env': env, 'trusted_ca': bool(bundle or from_cluster), 'trusted_ca_bundle': bundle}
 
 
+def proxy_configured(cluster_proxy):
+    """Whether the cluster's Proxy object (or None) sets a proxy or a trusted CA bundle: only then do its values
+    need reading."""
+    settings = proxy_settings(cluster_proxy)
+    return bool(settings['secret_data']) or settings['trusted_ca']
+
+
 def trusted_ca_volume(config_map):
     """The volume and the driver container's mount of the trusted CA ConfigMap, as the GPU Operator lays them out."""
     volume = {'name': 'trusted-ca', 'configMap': {'name': config_map, 'items': [

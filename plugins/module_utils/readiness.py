@@ -450,6 +450,31 @@ def observe_jobs(reads, names, selector):
                        unready)
 
 
+def observe_subscription(reads, name):
+    """Observation of an OLM Subscription: ready when the ClusterServiceVersion it installed has succeeded. A failed
+    resolution or a failed CSV is fatal. reads.subscription(name), reads.cluster_service_version(name) -> dict or None."""
+    subscription = reads.subscription(name)
+    if subscription is None:
+        return Observation(False, _missing('Subscription', reads.namespace, [name], '', []))
+    status = _status(subscription)
+    csv_name = status.get('installedCSV')
+    csv = reads.cluster_service_version(csv_name) if csv_name else None
+    phase = _status(csv or {}).get('phase')
+    report = {'subscription': {'name': name, 'namespace': reads.namespace, 'state': status.get('state'),
+                               'installed_csv': csv_name, 'csv_phase': phase}}
+    problems = []
+    failed = [c for c in status.get('conditions') or []
+              if c.get('type') == 'ResolutionFailed' and c.get('status') == 'True']
+    if status.get('state') == 'ResolutionFailed' or failed:
+        problems.append(_problem(FAILED, None, 'Subscription %s/%s cannot be resolved: %s' % (
+            reads.namespace, name, '; '.join(c.get('message') or c.get('reason') or '' for c in failed) or 'no message'),
+            key=(FAILED, name)))
+    if phase == 'Failed':
+        problems.append(_problem(FAILED, None, 'ClusterServiceVersion %s/%s failed: %s' % (
+            reads.namespace, csv_name, _status(csv).get('message') or 'no message'), key=(FAILED, csv_name)))
+    return Observation(phase == 'Succeeded', problems, report)
+
+
 def observe_allocatable(reads, nodes, selector, pattern):
     """Observation of nodes' allocatable resources matching pattern: ready when every node (named, or
     selected by label) advertises more than zero. reads.nodes(names, selector) -> Node dicts."""
@@ -508,6 +533,11 @@ def _not_ready_lines(report):
                  for s in report.get('jobs') or [] if s['result'] == 'running')
     if report.get('missing'):
         lines.append('nodes without it: %s' % ', '.join(report['missing']))
+    subscription = report.get('subscription')
+    if subscription:
+        lines.append('Subscription %s/%s: state %s, installed CSV %s, phase %s' % (
+            subscription['namespace'], subscription['name'], subscription['state'] or 'none',
+            subscription['installed_csv'] or 'none', subscription['csv_phase'] or 'none'))
     if report.get('unserved_nodes'):
         lines.append('nodes without a ready endpoint: %s' % ', '.join(report['unserved_nodes']))
     if report.get('service_warning'):

@@ -38,6 +38,12 @@ options:
     type: list
     elements: str
     default: []
+  check_proxy:
+    description:
+      - Report in RV(proxy_configured) whether the C(config.openshift.io/v1) C(Proxy) named C(cluster) sets a proxy or
+        a trusted CA bundle; its values, which may hold credentials, are not returned.
+    type: bool
+    default: false
 attributes:
   check_mode:
     description: Reads only, so check mode does the same as a normal run.
@@ -86,6 +92,10 @@ crds:
   returned: always
   type: list
   elements: str
+proxy_configured:
+  description: Whether the cluster's Proxy sets C(httpProxy), C(httpsProxy), C(noProxy) or C(trustedCA); false without one.
+  returned: when O(check_proxy) is true
+  type: bool
 api_requests:
   description: HTTP requests sent to the API server, by verb.
   returned: always
@@ -103,9 +113,10 @@ def main():
         runtime_label_selector=dict(type='str'),
         daemonset_name=dict(type='str'),
         crd_names=dict(type='list', elements='str', default=[]),
+        check_proxy=dict(type='bool', default=False),
     ), lambda module, api: dict(changed=False, **read_facts(
         api, module.params['namespace'], module.params['detect_openshift'], module.params['runtime_label_selector'],
-        module.params['daemonset_name'], module.params['crd_names'])))
+        module.params['daemonset_name'], module.params['crd_names'], module.params['check_proxy'])))
 
 
 if __name__ == '__main__':

@@ -38,8 +38,8 @@ options:
     default: 500
   wait:
     description:
-      - Wait until every selected Ready node (at least one) carries NFD labels or, with I(min_gpu_nodes), until at
-        least that many GPU nodes are found. A node that is not Ready runs no nfd-worker and is not waited for.
+      - Wait until every selected node where nfd-worker runs (Ready, without a C(NoSchedule) or C(NoExecute) taint; at
+        least one) carries NFD labels or, with I(min_gpu_nodes), until at least that many GPU nodes are found.
       - On timeout the module fails naming the nodes still without NFD labels.
     type: bool
     default: false
@@ -55,7 +55,8 @@ options:
     default: 5
   min_gpu_nodes:
     description:
-      - With I(wait), wait for at least this many GPU nodes instead of for NFD labels on every selected Ready node.
+      - With I(wait), wait for at least this many GPU nodes instead of for NFD labels on every selected Ready
+        untainted node.
     type: int
     default: 0
   manage_labels:
@@ -144,6 +145,9 @@ nodes:
       type: bool
     ready:
       description: Whether the node's C(Ready) condition is C(True).
+      type: bool
+    tainted:
+      description: Whether the node has a C(NoSchedule) or C(NoExecute) taint.
       type: bool
     gpu_count:
       description: C(nvidia.com/gpu.count) from GPU feature discovery, or null.

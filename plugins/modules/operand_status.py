@@ -12,8 +12,8 @@ short_description: Wait for GPU operands to be ready, or say at once which node 
 version_added: 0.1.0
 author: accelerators.gpu developers (@accelerators-gpu)
 description:
-  - Waits until operand DaemonSets are ready, validation Jobs have succeeded, or GPU nodes advertise an
-    allocatable resource; fails as soon as the cause of a failure is visible instead of waiting for the timeout.
+  - Waits until operand DaemonSets are ready, validation Jobs have succeeded, GPU nodes advertise an
+    allocatable resource, or an OLM Subscription's operator is installed; fails as soon as the cause of a failure is visible instead of waiting for the timeout.
   - "A DaemonSet is ready (the GPU Operator's rule) when its controller has observed its current generation and
     either no node should run it, or, with C(RollingUpdate), every scheduled pod is updated and available, or,
     with C(OnDelete), every pod carries the C(controller-revision-hash) of the newest ControllerRevision and is Ready."
@@ -26,6 +26,7 @@ description:
   - Reads only; in check mode it reads and waits the same way.
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - accelerators.gpu.operand_wait
 options:
   wait_for:
     description:
@@ -34,84 +35,12 @@ options:
         C(batch.kubernetes.io/controller-uid) (Kubernetes 1.27 and later).
       - V(allocatable) waits until every node of O(nodes), or every node selected by O(node_label_selectors),
         advertises more than zero of O(resource) in its allocatable resources.
+      - V(subscription) waits until the OLM Subscription named in O(names) (one name) of O(namespace) has installed a
+        ClusterServiceVersion and that CSV's phase is C(Succeeded); a failed resolution or a failed CSV ends the wait
+        at once.
     type: str
     required: true
-    choices: [daemonsets, jobs, allocatable]
-  namespace:
-    description: Namespace of the DaemonSets or Jobs. Required for V(daemonsets) and V(jobs).
-    type: str
-  names:
-    description: Names of the DaemonSets or Jobs. A name that does not exist fails the wait at once.
-    type: list
-    elements: str
-    default: []
-  label_selectors:
-    description:
-      - Label selectors (C(key=value), all must match) of the DaemonSets or Jobs, in addition to O(names).
-      - When nothing matches (and O(names) is empty) the wait fails at once.
-    type: list
-    elements: str
-    default: []
-  nodes:
-    description: Names of the nodes that must advertise O(resource) (V(allocatable)).
-    type: list
-    elements: str
-    default: []
-  node_label_selectors:
-    description:
-      - Label selectors (all must match) of the nodes that must advertise O(resource) (V(allocatable)), when O(nodes)
-        is empty.
-    type: list
-    elements: str
-    default: []
-  resource:
-    description:
-      - Allocatable resource name, or shell-style pattern (V(nvidia.com/mig-*)); the matching resources are summed.
-    type: str
-    default: nvidia.com/gpu
-  allocatable_on_ready_nodes:
-    description:
-      - With V(daemonsets), once the DaemonSets are ready, wait as V(allocatable) does (for at most O(timeout) seconds
-        more) until every node in C(ready_nodes) advertises O(resource), in the same call.
-    type: bool
-    default: false
-  service:
-    description:
-      - With V(daemonsets), once the DaemonSets are ready, wait (for at most O(service_timeout) seconds more) until
-        every node in C(ready_nodes) has a ready endpoint in the EndpointSlices of this Service of O(namespace), as
-        the endpoint controller follows pod readiness; when one has none, the failure names it and the Service's
-        newest Warning event.
-    type: str
-  service_timeout:
-    description: Seconds the endpoints of O(service) may take.
-    type: int
-    default: 10
-  jobs_label_selectors:
-    description:
-      - Once the wait succeeded, read the Jobs of O(namespace) these label selectors select (all must match) and
-        return them as C(jobs_found), as the API gives them; for instance the validation Jobs a check plans from,
-        read in the same call as the wait for the operand it checks.
-    type: list
-    elements: str
-    default: []
-  timeout:
-    description: Seconds to wait at most.
-    type: int
-    default: 300
-  poll_interval:
-    description: Seconds between two looks at the cluster.
-    type: float
-    default: 2
-  grace:
-    description:
-      - Seconds a pod may stay unschedulable, or a DaemonSet fall short of creating its pods, before the wait fails.
-      - Image pull failures, crash loops and failed Jobs fail the wait at once.
-    type: int
-    default: 20
-  event_limit:
-    description: Warning events returned per pod not ready, newest first.
-    type: int
-    default: 5
+    choices: [daemonsets, jobs, allocatable, subscription]
 requirements:
   - kubernetes >= 24.2.0
   - PyYAML >= 3.11
@@ -234,148 +163,14 @@ api_requests:
   type: dict
 '''
 
-from ansible_collections.accelerators.gpu.plugins.module_utils import readiness
-from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import APIError, TaskError, run_module
-
-WARNING_EVENTS_PAGE = 1000
-
-
-class OperandReads:
-    """The reads of operand_status, through the collection's API layer."""
-
-    def __init__(self, api, namespace):
-        self.api = api
-        self.namespace = namespace
-
-    def _named_and_selected(self, path, names, selector):
-        found, missing = {}, []
-        for name in names:
-            try:
-                item = self.api._request('GET', '%s/%s' % (path, name))
-            except APIError as error:
-                if error.status != 404:
-                    raise
-                missing.append(name)
-                continue
-            found[item['metadata']['uid']] = item
-        if selector:
-            for item in self.api._list(path, selector):
-                found[item['metadata']['uid']] = item
-        return sorted(found.values(), key=lambda item: item['metadata']['name']), missing
-
-    def daemonsets(self, names, selector):
-        return self._named_and_selected('/apis/apps/v1/namespaces/%s/daemonsets' % self.namespace, names, selector)
-
-    def jobs(self, names, selector):
-        return self._named_and_selected('/apis/batch/v1/namespaces/%s/jobs' % self.namespace, names, selector)
-
-    def pods(self, selector):
-        return list(self.api._list('/api/v1/namespaces/%s/pods' % self.namespace, selector))
-
-    def revisions(self, selector):
-        return list(self.api._list('/apis/apps/v1/namespaces/%s/controllerrevisions' % self.namespace, selector))
-
-    def endpoint_slices(self, service):
-        return list(self.api._list('/apis/discovery.k8s.io/v1/namespaces/%s/endpointslices' % self.namespace,
-                                   'kubernetes.io/service-name=%s' % service))
-
-    def warning_events(self):
-        page = self.api._request('GET', '/api/v1/namespaces/%s/events' % self.namespace, field_selector='type=Warning',
-                                 limit=WARNING_EVENTS_PAGE)
-        return page.get('items') or []
-
-    def nodes(self, names, selector):
-        if names:
-            wanted = set(names)
-            return [node for node in self.api.list_nodes() if node['metadata']['name'] in wanted]
-        return list(self.api.list_nodes(selector))
-
-
-def _allocatable_observer(reads, nodes, selector, resource):
-    return ('allocatable %s on nodes %s' % (resource, ', '.join(nodes) if nodes else selector),
-            lambda: readiness.observe_allocatable(reads, nodes, selector, resource))
-
-
-def _observer(params, reads):
-    """(what is awaited, in words; a function observing it). Label selectors are ANDed, as kubernetes.core's."""
-    mode = params['wait_for']
-    if mode == 'allocatable':
-        return _allocatable_observer(reads, params['nodes'], ','.join(params['node_label_selectors']),
-                                     params['resource'])
-    kind, observe = {'daemonsets': ('DaemonSets', readiness.observe_daemonsets),
-                     'jobs': ('Jobs', readiness.observe_jobs)}[mode]
-    names, selector = params['names'], ','.join(params['label_selectors'])
-    subject = '%s %s in namespace %s' % (kind, ', '.join(names + ([selector] if selector else [])), reads.namespace)
-    return subject, lambda: observe(reads, names, selector)
-
-
-def _wait(params, reads, subject, observe, before=None, timeout=None):
-    """The result of one wait; TaskError when it did not succeed. before: the result of an earlier wait of the same
-    call, which this one's result extends (its report, its message, its seconds). timeout: params' unless given."""
-    before = before or {}
-    timeout = params['timeout'] if timeout is None else timeout
-    outcome, observation, decisive, elapsed = readiness.wait(observe, timeout, params['poll_interval'],
-                                                             params['grace'])
-    diagnosis = []
-    if outcome != readiness.READY:
-        events = reads.warning_events() if observation.unready_pods else []
-        diagnosis = readiness.diagnose(observation, events, params['event_limit'])
-    message = readiness.outcome_message(subject, outcome, observation, decisive, diagnosis, elapsed, timeout)
-    result = dict(before, **observation.report)
-    result.update(ready=outcome == readiness.READY, outcome=outcome,
-                  elapsed=round(elapsed + before.get('elapsed', 0), 1),
-                  problems=readiness.public_problems(observation.problems), nodes=diagnosis, changed=False,
-                  msg='\n'.join(filter(None, (before.get('msg'), message))))
-    if outcome != readiness.READY:
-        raise TaskError(result.pop('msg'), **result)
-    return result
-
-
-def wait_for_operands(module, api):
-    params = module.params
-    if params['wait_for'] == 'allocatable':
-        if not (params['nodes'] or params['node_label_selectors']):
-            raise TaskError('allocatable needs nodes or node_label_selectors')
-    elif not (params['namespace'] and (params['names'] or params['label_selectors'])):
-        raise TaskError('%s needs namespace, and names or label_selectors' % params['wait_for'])
-    if (params['allocatable_on_ready_nodes'] or params['service']) and params['wait_for'] != 'daemonsets':
-        raise TaskError('allocatable_on_ready_nodes and service go with wait_for daemonsets')
-    if params['jobs_label_selectors'] and not params['namespace']:
-        raise TaskError('jobs_label_selectors needs namespace')
-    reads = OperandReads(api, params['namespace'])
-    result = _wait(params, reads, *_observer(params, reads))
-    if params['allocatable_on_ready_nodes'] and result['ready_nodes']:
-        result = _wait(params, reads, *_allocatable_observer(reads, result['ready_nodes'], '', params['resource']),
-                       before=result)
-    if params['service'] and result['ready_nodes']:
-        nodes = result['ready_nodes']
-        subject = 'endpoints of Service %s/%s on the %d ready nodes' % (
-            params['namespace'], params['service'], len(nodes))
-        result = _wait(params, reads, subject, lambda: readiness.observe_service(reads, params['service'], nodes),
-                       before=result, timeout=params['service_timeout'])
-    if params['jobs_label_selectors']:
-        result['jobs_found'] = reads.jobs([], ','.join(params['jobs_label_selectors']))[0]
-    return result
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import run_module
+from ansible_collections.accelerators.gpu.plugins.module_utils.operand_wait import WAIT_ARGUMENT_SPEC, WAIT_FOR, wait_for_operands
 
 
 def main():
-    run_module(dict(
-        wait_for=dict(type='str', required=True, choices=['daemonsets', 'jobs', 'allocatable']),
-        namespace=dict(type='str'),
-        names=dict(type='list', elements='str', default=[]),
-        label_selectors=dict(type='list', elements='str', default=[]),
-        nodes=dict(type='list', elements='str', default=[]),
-        node_label_selectors=dict(type='list', elements='str', default=[]),
-        resource=dict(type='str', default='nvidia.com/gpu'),
-        allocatable_on_ready_nodes=dict(type='bool', default=False),
-        service=dict(type='str'),
-        service_timeout=dict(type='int', default=10),
-        jobs_label_selectors=dict(type='list', elements='str', default=[]),
-        timeout=dict(type='int', default=300),
-        poll_interval=dict(type='float', default=2),
-        grace=dict(type='int', default=20),
-        event_limit=dict(type='int', default=5),
-    ), wait_for_operands)
+    run_module(dict(WAIT_ARGUMENT_SPEC, wait_for=dict(type='str', required=True,
+                                                      choices=WAIT_FOR)),
+               lambda module, api: wait_for_operands(module.params, api))
 
 
 if __name__ == '__main__':

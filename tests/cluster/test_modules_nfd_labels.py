@@ -118,14 +118,14 @@ def test_wait_times_out_naming_the_nodes_without_nfd_labels(cluster, make_fleet)
 
     every_node = run(cluster, MODULE, args)
     assert every_node["failed"] is True
-    assert every_node["msg"] == ("timed out after 2s waiting for NFD labels: 1 of 2 Ready node(s) have no NFD labels; "
-                                 "Ready nodes without feature.node.kubernetes.io/ labels: %s" % bare)
+    assert every_node["msg"] == ("timed out after 2s waiting for NFD labels: 1 of 2 Ready untainted node(s) have no NFD labels; "
+                                 "Ready untainted nodes without feature.node.kubernetes.io/ labels: %s" % bare)
     assert every_node["without_nfd"] == [bare] and every_node["gpu_nodes"] == [labelled]
     assert every_node["api_requests"]["GET"] >= 2  # it looked more than once
 
     gpu_count = run(cluster, MODULE, dict(args, min_gpu_nodes=2))
     assert gpu_count["failed"] is True
-    assert "1 GPU node(s) found (%s), at least 2 wanted; Ready nodes without feature.node.kubernetes.io/ labels: %s" % (
+    assert "1 GPU node(s) found (%s), at least 2 wanted; Ready untainted nodes without feature.node.kubernetes.io/ labels: %s" % (
         labelled, bare) in gpu_count["msg"]
 
 

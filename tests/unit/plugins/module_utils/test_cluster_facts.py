@@ -37,12 +37,14 @@ def test_every_fact_in_one_pass(monkeypatch):
         ('GET', '/apis/apps/v1/daemonsets'): {
             'items': [{'metadata': {'namespace': 'site-nfd', 'name': 'nfd-worker'}}], 'metadata': {}},
         ('GET', CRD_PATH % 'servicemonitors.monitoring.coreos.com'): {'kind': 'CustomResourceDefinition'},
-        ('GET', CRD_PATH % 'podmonitors.monitoring.coreos.com'): missing('podmonitors.monitoring.coreos.com')})
+        ('GET', CRD_PATH % 'podmonitors.monitoring.coreos.com'): missing('podmonitors.monitoring.coreos.com'),
+        ('GET', '/apis/config.openshift.io/v1/proxies/cluster'): {
+            'kind': 'Proxy', 'spec': {}, 'status': {'httpsProxy': 'http://user:secret@proxy:3128'}}})
     facts = read_facts(make_api(monkeypatch, client), 'gpu', True, 'toolkit=true', 'nfd-worker',
-                       ['servicemonitors.monitoring.coreos.com', 'podmonitors.monitoring.coreos.com'])
+                       ['servicemonitors.monitoring.coreos.com', 'podmonitors.monitoring.coreos.com'], proxy=True)
     assert facts == {'namespace': NAMESPACE, 'openshift_api': True, 'container_runtimes': {'gpu-0': 'crio'},
                      'daemonsets': [{'namespace': 'site-nfd', 'name': 'nfd-worker'}],
-                     'crds': ['servicemonitors.monitoring.coreos.com']}
+                     'crds': ['servicemonitors.monitoring.coreos.com'], 'proxy_configured': True}
     params = dict((path, params) for _method, path, _body, params in client.requests)
     assert params['/api/v1/nodes']['label_selector'] == 'toolkit=true'
     assert params['/apis/apps/v1/daemonsets']['field_selector'] == 'metadata.name=nfd-worker'

@@ -48,18 +48,19 @@ class Clock:
 def test_missing_nfd_every_ready_node_or_n_gpu_nodes():
     facts = [node_facts(node) for node in (rhcos_node('w1'), bare_node('w2'), rhcos_node('cpu', gpu=False))]
     assert missing_nfd(facts) == (
-        '1 of 3 Ready node(s) have no NFD labels; Ready nodes without feature.node.kubernetes.io/ labels: w2')
+        '1 of 3 Ready untainted node(s) have no NFD labels; Ready untainted nodes without feature.node.kubernetes.io/ labels: w2')
     assert missing_nfd(facts, min_gpu_nodes=1) is None
     assert missing_nfd(facts, min_gpu_nodes=2) == (
-        '1 GPU node(s) found (w1), at least 2 wanted; Ready nodes without feature.node.kubernetes.io/ labels: w2')
-    assert missing_nfd([]) == 'no Ready node matches the label selector yet'
+        '1 GPU node(s) found (w1), at least 2 wanted; Ready untainted nodes without feature.node.kubernetes.io/ labels: w2')
+    assert missing_nfd([]) == 'no Ready untainted node matches the label selector yet'
     assert missing_nfd(facts[:1]) is None
 
 
-def test_missing_nfd_does_not_wait_for_a_node_that_is_not_ready():
+def test_missing_nfd_does_not_wait_for_a_node_not_ready_or_tainted():
     down = make_node('down', {}, 'Red Hat Enterprise Linux CoreOS %s (Plow)' % RHCOS_416, ready=False)
-    assert missing_nfd([node_facts(rhcos_node('w1')), node_facts(down)]) is None
-    assert missing_nfd([node_facts(down)]) == 'no Ready node matches the label selector yet'
+    master = dict(bare_node('master'), spec={'taints': [{'key': 'node-role.kubernetes.io/master', 'effect': 'NoSchedule'}]})
+    assert missing_nfd([node_facts(rhcos_node('w1')), node_facts(down), node_facts(master)]) is None
+    assert missing_nfd([node_facts(down)]) == 'no Ready untainted node matches the label selector yet'
 
 
 def test_wait_polls_until_nfd_labels_arrive():
@@ -78,8 +79,8 @@ def test_wait_times_out_at_the_timeout_naming_the_nodes():
         wait_for_nfd(cluster, params(wait=True, wait_timeout=12), clock, clock.sleep)
     # The last look is at the timeout: 5 + 5 + 2 seconds.
     assert clock.sleeps == [5, 5, 2]
-    assert str(error.value) == ('timed out after 12s waiting for NFD labels: 1 of 2 Ready node(s) have no NFD labels; '
-                                'Ready nodes without feature.node.kubernetes.io/ labels: w2')
+    assert str(error.value) == ('timed out after 12s waiting for NFD labels: 1 of 2 Ready untainted node(s) have no NFD labels; '
+                                'Ready untainted nodes without feature.node.kubernetes.io/ labels: w2')
     assert error.value.result['without_nfd'] == ['w2'] and error.value.result['waited_seconds'] == 12
 
 

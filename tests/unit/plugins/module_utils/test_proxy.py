@@ -3,7 +3,7 @@
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import desired_driver_daemonsets
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import node_facts
-from ansible_collections.accelerators.gpu.plugins.module_utils.proxy import proxy_settings
+from ansible_collections.accelerators.gpu.plugins.module_utils.proxy import proxy_configured, proxy_settings
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.nodes import RHCOS_416, rhcos_node
 
 HTTP = 'http://user:hunter2@proxy.example.com:3128'
@@ -37,6 +37,13 @@ def test_given_settings_win_and_empty_ones_leave_the_cluster_s():
 def test_no_proxy_anywhere_gives_nothing():
     assert proxy_settings(None, {}) == {'secret_data': {}, 'env': [], 'trusted_ca': False, 'trusted_ca_bundle': ''}
     assert proxy_settings({'status': {}, 'spec': {'trustedCA': {'name': ''}}})['trusted_ca'] is False
+
+
+def test_a_cluster_proxy_is_configured_by_any_proxy_status_field_or_a_trusted_ca():
+    assert proxy_configured(CLUSTER_PROXY) is True
+    assert proxy_configured({'spec': {'trustedCA': {'name': 'user-ca-bundle'}}, 'status': {}}) is True
+    assert proxy_configured({'spec': {}, 'status': {}}) is False
+    assert proxy_configured(None) is False
 
 
 def test_a_given_bundle_is_a_trusted_ca_on_any_cluster():

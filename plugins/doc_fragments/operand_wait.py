@@ -1,0 +1,90 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+
+class ModuleDocFragment(object):
+    """The options of a wait for operands, shared by operand_status and operand (module_utils/operand_wait.py);
+    each module documents wait_for itself."""
+
+    DOCUMENTATION = r'''
+options:
+  namespace:
+    description: Namespace of the DaemonSets, Jobs or Subscription. Required for all but V(allocatable).
+    type: str
+  names:
+    description: Names of the DaemonSets or Jobs, or of the Subscription. A name that does not exist fails the wait at once.
+    type: list
+    elements: str
+    default: []
+  label_selectors:
+    description:
+      - Label selectors (C(key=value), all must match) of the DaemonSets or Jobs, in addition to O(names).
+      - When nothing matches (and O(names) is empty) the wait fails at once.
+    type: list
+    elements: str
+    default: []
+  nodes:
+    description: Names of the nodes that must advertise O(resource) (V(allocatable)).
+    type: list
+    elements: str
+    default: []
+  node_label_selectors:
+    description:
+      - Label selectors (all must match) of the nodes that must advertise O(resource) (V(allocatable)), when O(nodes)
+        is empty.
+    type: list
+    elements: str
+    default: []
+  resource:
+    description:
+      - Allocatable resource name, or shell-style pattern (V(nvidia.com/mig-*)); the matching resources are summed.
+    type: str
+    default: nvidia.com/gpu
+  allocatable_on_ready_nodes:
+    description:
+      - With V(daemonsets), once the DaemonSets are ready, wait as V(allocatable) does (for at most O(timeout) seconds
+        more) until every node in C(ready_nodes) advertises O(resource), in the same call.
+    type: bool
+    default: false
+  service:
+    description:
+      - With V(daemonsets), once the DaemonSets are ready, wait (for at most O(service_timeout) seconds more) until
+        every node in C(ready_nodes) has a ready endpoint in the EndpointSlices of this Service of O(namespace), as
+        the endpoint controller follows pod readiness; when one has none, the failure names it and the Service's
+        newest Warning event.
+    type: str
+  service_timeout:
+    description: Seconds the endpoints of O(service) may take.
+    type: int
+    default: 10
+  jobs_label_selectors:
+    description:
+      - Once the wait succeeded, read the Jobs of O(namespace) these label selectors select (all must match) and
+        return them as C(jobs_found), as the API gives them; for instance the validation Jobs a check plans from,
+        read in the same call as the wait for the operand it checks.
+    type: list
+    elements: str
+    default: []
+  timeout:
+    description: Seconds to wait at most.
+    type: int
+    default: 300
+  poll_interval:
+    description: Seconds between two looks at the cluster.
+    type: float
+    default: 2
+  grace:
+    description:
+      - Seconds a pod may stay unschedulable, or a DaemonSet fall short of creating its pods, before the wait fails.
+      - Image pull failures, crash loops and failed Jobs fail the wait at once.
+    type: int
+    default: 20
+  event_limit:
+    description: Warning events returned per pod not ready, newest first.
+    type: int
+    default: 5
+'''

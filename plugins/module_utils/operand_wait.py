@@ -1,0 +1,165 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Waiting for operands to be ready, as the operand_status and operand modules do it: the reads through ClusterAPI,
+the observers of readiness.py, and the result with a diagnosis when the wait does not succeed."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.accelerators.gpu.plugins.module_utils import readiness
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import APIError, TaskError
+
+# What can be waited for, and the options of a wait (doc fragment accelerators.gpu.operand_wait, which documents
+# wait_for too); each module makes wait_for required or not.
+WAIT_FOR = ['daemonsets', 'jobs', 'allocatable', 'subscription']
+WAIT_ARGUMENT_SPEC = dict(
+    namespace=dict(type='str'),
+    names=dict(type='list', elements='str', default=[]),
+    label_selectors=dict(type='list', elements='str', default=[]),
+    nodes=dict(type='list', elements='str', default=[]),
+    node_label_selectors=dict(type='list', elements='str', default=[]),
+    resource=dict(type='str', default='nvidia.com/gpu'),
+    allocatable_on_ready_nodes=dict(type='bool', default=False),
+    service=dict(type='str'),
+    service_timeout=dict(type='int', default=10),
+    jobs_label_selectors=dict(type='list', elements='str', default=[]),
+    timeout=dict(type='int', default=300),
+    poll_interval=dict(type='float', default=2),
+    grace=dict(type='int', default=20),
+    event_limit=dict(type='int', default=5),
+)
+WARNING_EVENTS_PAGE = 1000
+
+
+class OperandReads:
+    """The reads of operand_status, through the collection's API layer."""
+
+    def __init__(self, api, namespace):
+        self.api = api
+        self.namespace = namespace
+
+    def _named_and_selected(self, path, names, selector):
+        found, missing = {}, []
+        for name in names:
+            try:
+                item = self.api.read('%s/%s' % (path, name))
+            except APIError as error:
+                if error.status != 404:
+                    raise
+                missing.append(name)
+                continue
+            found[item['metadata']['uid']] = item
+        if selector:
+            for item in self.api.list_items(path, selector):
+                found[item['metadata']['uid']] = item
+        return sorted(found.values(), key=lambda item: item['metadata']['name']), missing
+
+    def daemonsets(self, names, selector):
+        return self._named_and_selected('/apis/apps/v1/namespaces/%s/daemonsets' % self.namespace, names, selector)
+
+    def jobs(self, names, selector):
+        return self._named_and_selected('/apis/batch/v1/namespaces/%s/jobs' % self.namespace, names, selector)
+
+    def pods(self, selector):
+        return list(self.api.list_items('/api/v1/namespaces/%s/pods' % self.namespace, selector))
+
+    def revisions(self, selector):
+        return list(self.api.list_items('/apis/apps/v1/namespaces/%s/controllerrevisions' % self.namespace, selector))
+
+    def endpoint_slices(self, service):
+        return list(self.api.list_items('/apis/discovery.k8s.io/v1/namespaces/%s/endpointslices' % self.namespace,
+                                   'kubernetes.io/service-name=%s' % service))
+
+    def warning_events(self):
+        page = self.api.read('/api/v1/namespaces/%s/events' % self.namespace, field_selector='type=Warning',
+                             limit=WARNING_EVENTS_PAGE)
+        return page.get('items') or []
+
+    def subscription(self, name):
+        return self.api.read_optional('/apis/operators.coreos.com/v1alpha1/namespaces/%s/subscriptions/%s' % (
+            self.namespace, name))[0]
+
+    def cluster_service_version(self, name):
+        return self.api.read_optional('/apis/operators.coreos.com/v1alpha1/namespaces/%s/clusterserviceversions/%s'
+                                      % (self.namespace, name))[0]
+
+    def nodes(self, names, selector):
+        if names:
+            wanted = set(names)
+            return [node for node in self.api.list_nodes() if node['metadata']['name'] in wanted]
+        return list(self.api.list_nodes(selector))
+
+
+def _allocatable_observer(reads, nodes, selector, resource):
+    return ('allocatable %s on nodes %s' % (resource, ', '.join(nodes) if nodes else selector),
+            lambda: readiness.observe_allocatable(reads, nodes, selector, resource))
+
+
+def _observer(params, reads):
+    """(what is awaited, in words; a function observing it). Label selectors are ANDed, as kubernetes.core's."""
+    mode = params['wait_for']
+    if mode == 'allocatable':
+        return _allocatable_observer(reads, params['nodes'], ','.join(params['node_label_selectors']),
+                                     params['resource'])
+    if mode == 'subscription':
+        name = params['names'][0]
+        return ('the operator of Subscription %s/%s' % (reads.namespace, name),
+                lambda: readiness.observe_subscription(reads, name))
+    kind, observe = {'daemonsets': ('DaemonSets', readiness.observe_daemonsets),
+                     'jobs': ('Jobs', readiness.observe_jobs)}[mode]
+    names, selector = params['names'], ','.join(params['label_selectors'])
+    subject = '%s %s in namespace %s' % (kind, ', '.join(names + ([selector] if selector else [])), reads.namespace)
+    return subject, lambda: observe(reads, names, selector)
+
+
+def _wait(params, reads, subject, observe, before=None, timeout=None):
+    """The result of one wait; TaskError when it did not succeed. before: the result of an earlier wait of the same
+    call, which this one's result extends (its report, its message, its seconds). timeout: params' unless given."""
+    before = before or {}
+    timeout = params['timeout'] if timeout is None else timeout
+    outcome, observation, decisive, elapsed = readiness.wait(observe, timeout, params['poll_interval'],
+                                                             params['grace'])
+    diagnosis = []
+    if outcome != readiness.READY:
+        events = reads.warning_events() if observation.unready_pods else []
+        diagnosis = readiness.diagnose(observation, events, params['event_limit'])
+    message = readiness.outcome_message(subject, outcome, observation, decisive, diagnosis, elapsed, timeout)
+    result = dict(before, **observation.report)
+    result.update(ready=outcome == readiness.READY, outcome=outcome,
+                  elapsed=round(elapsed + before.get('elapsed', 0), 1),
+                  problems=readiness.public_problems(observation.problems), nodes=diagnosis, changed=False,
+                  msg='\n'.join(filter(None, (before.get('msg'), message))))
+    if outcome != readiness.READY:
+        raise TaskError(result.pop('msg'), **result)
+    return result
+
+
+def wait_for_operands(params, api):
+    """The result of waiting as params (WAIT_ARGUMENT_SPEC and wait_for) say; TaskError when it did not succeed."""
+    if params['wait_for'] == 'allocatable':
+        if not (params['nodes'] or params['node_label_selectors']):
+            raise TaskError('allocatable needs nodes or node_label_selectors')
+    elif params['wait_for'] == 'subscription':
+        if not (params['namespace'] and len(params['names']) == 1):
+            raise TaskError('subscription needs namespace, and the name of one Subscription in names')
+    elif not (params['namespace'] and (params['names'] or params['label_selectors'])):
+        raise TaskError('%s needs namespace, and names or label_selectors' % params['wait_for'])
+    if (params['allocatable_on_ready_nodes'] or params['service']) and params['wait_for'] != 'daemonsets':
+        raise TaskError('allocatable_on_ready_nodes and service go with wait_for daemonsets')
+    if params['jobs_label_selectors'] and not params['namespace']:
+        raise TaskError('jobs_label_selectors needs namespace')
+    reads = OperandReads(api, params['namespace'])
+    result = _wait(params, reads, *_observer(params, reads))
+    if params['allocatable_on_ready_nodes'] and result['ready_nodes']:
+        result = _wait(params, reads, *_allocatable_observer(reads, result['ready_nodes'], '', params['resource']),
+                       before=result)
+    if params['service'] and result['ready_nodes']:
+        nodes = result['ready_nodes']
+        subject = 'endpoints of Service %s/%s on the %d ready nodes' % (
+            params['namespace'], params['service'], len(nodes))
+        result = _wait(params, reads, subject, lambda: readiness.observe_service(reads, params['service'], nodes),
+                       before=result, timeout=params['service_timeout'])
+    if params['jobs_label_selectors']:
+        result['jobs_found'] = reads.jobs([], ','.join(params['jobs_label_selectors']))[0]
+    return result
