@@ -17,6 +17,7 @@ from ansible_collections.accelerators.gpu.plugins.module_utils.dtk import resolv
 from ansible_collections.accelerators.gpu.plugins.module_utils.image_list import pod_template_images
 from ansible_collections.accelerators.gpu.plugins.module_utils.mirrors import mirror_rules
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import node_facts
+from ansible_collections.accelerators.gpu.plugins.module_utils.operand_wait import wait_for_operands, wait_params
 from ansible_collections.accelerators.gpu.plugins.module_utils.registry import (
     RegistryClient, docker_config_from_secret, precompiled_available, urllib_transport)
 
@@ -229,4 +230,11 @@ def run(module, api):
     result['changed'] = bool(diffs)
     if module._diff:
         result['diff'] = diffs
+    names = result['created'] + result['updated'] + result['unchanged']
+    if params['wait'] is not None and names and not module.check_mode:
+        try:
+            result['status'] = wait_for_operands(
+                wait_params('daemonsets', namespace=params['namespace'], names=names, **params['wait']), api)
+        except TaskError as error:
+            raise TaskError(str(error), status=error.result, **result)
     return result

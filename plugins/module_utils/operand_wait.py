@@ -32,6 +32,13 @@ WAIT_ARGUMENT_SPEC = dict(
 WARNING_EVENTS_PAGE = 1000
 
 
+def wait_params(wait_for, **given):
+    """The parameters of a wait, as operand_status's would be: WAIT_ARGUMENT_SPEC's defaults and the given values."""
+    params = dict((name, spec.get('default')) for name, spec in WAIT_ARGUMENT_SPEC.items())
+    params.update(given, wait_for=wait_for)
+    return params
+
+
 class OperandReads:
     """The reads of operand_status, through the collection's API layer."""
 

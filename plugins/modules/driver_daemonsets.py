@@ -218,6 +218,37 @@ options:
         do, and C(changed) is false.
     type: bool
     default: false
+  wait:
+    description:
+      - After the writes, wait until every DaemonSet the GPU nodes need (RV(created), RV(updated), RV(unchanged)) is
+        ready, as M(accelerators.gpu.operand_status) waits with C(wait_for=daemonsets), in the same module run; the
+        wait's result is RV(status). A pull failure, a crash loop or a failed driver build ends the wait at once.
+      - Not in check mode, and not with O(plan_only) or O(state=absent).
+    type: dict
+    suboptions:
+      timeout:
+        description: Seconds to wait at most.
+        type: int
+        default: 300
+      poll_interval:
+        description: Seconds between two looks at the cluster.
+        type: float
+        default: 2
+      grace:
+        description: Seconds a pod may stay unschedulable, or a DaemonSet fall short of creating its pods.
+        type: int
+        default: 20
+      event_limit:
+        description: Warning events returned per pod not ready, newest first.
+        type: int
+        default: 5
+      jobs_label_selectors:
+        description:
+          - Once ready, read the Jobs of O(namespace) these label selectors select (all must match) and return them in
+            RV(status) as C(jobs_found), such as the driver validation's Jobs.
+        type: list
+        elements: str
+        default: []
 attributes:
   check_mode:
     description: Writes are sent as server-side dry runs, so the API server validates them and stores nothing.
@@ -252,6 +283,18 @@ EXAMPLES = r'''
       repository: nvcr.io/nvidia
       version: 550.90.07
       image_pull_secrets: [ngc]
+  register: drivers
+
+- name: The same, and wait until the driver is ready on every GPU node
+  accelerators.gpu.driver_daemonsets:
+    namespace: nvidia-gpu-operator
+    mode: rhcos
+    dtk_images: "{{ dtk.images }}"
+    driver:
+      repository: nvcr.io/nvidia
+      version: 550.90.07
+    wait:
+      timeout: 1500
   register: drivers
 
 - name: Precompiled drivers per kernel where published, DTK builds elsewhere
@@ -363,6 +406,12 @@ plan:
   description: On failure because of blocked versions, what the run would have done (the keys above); nothing was written.
   returned: on failure for blocked versions
   type: dict
+status:
+  description:
+    - What the wait of O(wait) found, as M(accelerators.gpu.operand_status) returns it (C(ready), C(ready_nodes),
+      C(ready_pods), C(daemonsets), C(jobs_found), C(nodes)...).
+  returned: when O(wait) is given, the DaemonSets were applied and some GPU node needs one
+  type: dict
 api_requests:
   description: API requests sent by the module, by HTTP verb.
   returned: always
@@ -372,6 +421,7 @@ api_requests:
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import DEFAULT_PAGE_SIZE, run_module
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_sync import run
+from ansible_collections.accelerators.gpu.plugins.module_utils.operand_wait import WAIT_ARGUMENT_SPEC
 
 DRIVER_OPTIONS = dict(
     repository=dict(type='str'),
@@ -416,6 +466,8 @@ def main():
         prepare_versions=dict(type='list', elements='str', default=[]),
         allow_blocked=dict(type='bool', default=False),
         plan_only=dict(type='bool', default=False),
+        wait=dict(type='dict', options=dict((name, WAIT_ARGUMENT_SPEC[name]) for name in (
+            'timeout', 'poll_interval', 'grace', 'event_limit', 'jobs_label_selectors'))),
     ), run, required_if=[('state', 'present', ['driver'])],
         mutually_exclusive=[('precompiled_available', 'precompiled_registry_check')])
 

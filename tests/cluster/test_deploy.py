@@ -204,12 +204,13 @@ def test_unpullable_driver_image_fails_at_the_driver_state_naming_node_and_image
     gpu0, gpu1, _cpu = make_fleet(spec).node_names
     result = playbook(cluster, "deploy", fleet_variables(namespace, spec, common_driver_repository=repository))
     task, failed = result.failure()
-    assert task.endswith(": Wait for the driver on every GPU node")
+    assert task.endswith(": Driver DaemonSets, then wait for the driver on every GPU node")
     missing = repository + "/driver:570.172.08-rhel9.6"
     assert "node %s: pod %s/nvidia-driver-daemonset-%s-" % (gpu1, namespace, RHCOS_96) in failed["msg"]
     assert "cannot pull image %s" % missing in failed["msg"]
-    assert failed["outcome"] == "failed" and failed["elapsed"] < 30
-    assert {(problem["kind"], problem["node"]) for problem in failed["problems"]} == {("image", gpu1)}
+    wait = failed["status"]
+    assert wait["outcome"] == "failed" and wait["elapsed"] < 30
+    assert {(problem["kind"], problem["node"]) for problem in wait["problems"]} == {("image", gpu1)}
     pods = cluster.core.list_namespaced_pod(namespace, label_selector="app.kubernetes.io/component=nvidia-driver")
     ready = {pod.spec.node_name: all(c.ready for c in pod.status.container_statuses or []) for pod in pods.items}
     assert ready == {gpu0: True, gpu1: False}
@@ -280,8 +281,8 @@ def test_rerun_validates_only_nodes_whose_operand_pod_was_replaced_and_a_tag_run
     assert {key: uid for key, uid in after.items() if key != ("driver", gpu0)} == {
         key: uid for key, uid in first.items() if key != ("driver", gpu0)}
     # The shared settings run once, with the first state the tags select.
-    facts = (": Read the platform, the toolkit nodes' runtime, the operand namespace, NFD workers and the"
-             " ServiceMonitor API")
+    facts = (": Read the platform, the toolkit nodes' runtime, the operand namespace, NFD workers, the"
+             " ServiceMonitor API, the proxy")
     assert [name for name, _result in rerun.results if name.endswith(facts)] == ["accelerators.gpu.common " + facts]
 
 
