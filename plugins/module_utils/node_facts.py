@@ -92,6 +92,10 @@ def _to_int(value):
         return None
 
 
+# Taints the node lifecycle controller and cloud providers set for a node's passing state.
+CONDITION_TAINT_PREFIXES = ('node.kubernetes.io/', 'node.cloudprovider.kubernetes.io/')
+
+
 def node_facts(node):
     """Facts about one node (a Node dict): GPU presence, kernel, OS, RHCOS version, runtime, deploy labels, warnings."""
     metadata = node.get('metadata') or {}
@@ -126,8 +130,10 @@ def node_facts(node):
         'nfd_labelled': nfd_labelled,
         'ready': any(condition.get('type') == 'Ready' and condition.get('status') == 'True'
                      for condition in status.get('conditions') or []),
-        # Pods without a matching toleration, nfd-worker's among them, do not run there.
+        # Pods without a matching toleration, nfd-worker's among them, do not run there. The taints of a node's
+        # passing conditions (not-ready while it registers, unreachable...) do not count: they go with the condition.
         'tainted': any(taint.get('effect') in ('NoSchedule', 'NoExecute')
+                       and not (taint.get('key') or '').startswith(CONDITION_TAINT_PREFIXES)
                        for taint in (node.get('spec') or {}).get('taints') or []),
         'kernel': kernel,
         'os': {

@@ -32,6 +32,16 @@ WAIT_ARGUMENT_SPEC = dict(
 WARNING_EVENTS_PAGE = 1000
 
 
+def job_summary(job):
+    """What a validation plan reads of a Job (module_utils/validation.py): names, annotations, deletion, conditions;
+    the pod template and the rest stay out of the result, which Ansible carries from task to task."""
+    metadata = job.get('metadata') or {}
+    summary = {'metadata': dict((key, metadata[key]) for key in ('name', 'namespace', 'annotations',
+                                                                  'deletionTimestamp') if key in metadata)}
+    summary['status'] = {'conditions': (job.get('status') or {}).get('conditions') or []}
+    return summary
+
+
 def wait_params(wait_for, **given):
     """The parameters of a wait, as operand_status's would be: WAIT_ARGUMENT_SPEC's defaults and the given values."""
     params = dict((name, spec.get('default')) for name, spec in WAIT_ARGUMENT_SPEC.items())
@@ -168,5 +178,6 @@ def wait_for_operands(params, api):
         result = _wait(params, reads, subject, lambda: readiness.observe_service(reads, params['service'], nodes),
                        before=result, timeout=params['service_timeout'])
     if params['jobs_label_selectors']:
-        result['jobs_found'] = reads.jobs([], ','.join(params['jobs_label_selectors']))[0]
+        result['jobs_found'] = [job_summary(job) for job in
+                                reads.jobs([], ','.join(params['jobs_label_selectors']))[0]]
     return result

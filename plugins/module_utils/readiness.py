@@ -308,16 +308,27 @@ def daemonset_problems(daemonset, pods, state, owner_events=()):
     return problems
 
 
+def _true_conditions(obj):
+    return dict((c.get('type'), c) for c in _status(obj).get('conditions') or [] if c.get('status') == 'True')
+
+
+def job_succeeded(job):
+    """Whether a Job has succeeded: its Complete condition, or SuccessCriteriaMet (Kubernetes 1.31 and later, before
+    Complete) without Failed. A succeeded pod count alone is not enough: the Job may still be failing."""
+    conditions = _true_conditions(job)
+    return 'Complete' in conditions or ('SuccessCriteriaMet' in conditions and 'Failed' not in conditions)
+
+
 def job_state(job, pods, owner_events=()):
     """Outcome of a validation Job: succeeded, failed (naming the node and why) or running; with its problems."""
     meta, status = _meta(job), _status(job)
     own = [p for p in pods if owned_by(p, job)]
     template_spec = ((job.get('spec') or {}).get('template') or {}).get('spec') or {}
     nodes = sorted(set(filter(None, [pod_node(p) for p in own]))) or [pinned_node(template_spec)]
-    conditions = dict((c.get('type'), c) for c in status.get('conditions') or [] if c.get('status') == 'True')
+    conditions = _true_conditions(job)
     state = {'name': meta.get('name'), 'namespace': meta.get('namespace'), 'node': nodes[0], 'result': 'running',
              'message': '', 'problems': []}
-    if 'Complete' in conditions or ('SuccessCriteriaMet' in conditions and 'Failed' not in conditions):
+    if job_succeeded(job):
         state.update(result='succeeded', message='succeeded on node %s' % nodes[0])
         return state
     failed_pods = [p for p in own if _status(p).get('phase') == 'Failed']

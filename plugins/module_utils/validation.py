@@ -10,15 +10,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.accelerators.gpu.plugins.module_utils.readiness import job_succeeded
+
 NODE_ANNOTATION = 'accelerators.gpu/node'
 KEY_ANNOTATION = 'accelerators.gpu/validated-pods'
-
-
-def _succeeded(job):
-    status = job.get('status') or {}
-    return (status.get('succeeded') or 0) > 0 or any(
-        condition.get('type') == 'Complete' and condition.get('status') == 'True'
-        for condition in status.get('conditions') or [])
 
 
 def validation_plan(jobs, nodes, keys):
@@ -35,7 +30,7 @@ def validation_plan(jobs, nodes, keys):
         node = annotations.get(NODE_ANNOTATION)
         key = keys.get(node)
         # A Job being deleted is stale too: its deletion is awaited before the node's new Job takes its name.
-        if (node in nodes and key and annotations.get(KEY_ANNOTATION) == key and _succeeded(job)
+        if (node in nodes and key and annotations.get(KEY_ANNOTATION) == key and job_succeeded(job)
                 and not meta.get('deletionTimestamp')):
             current.add(node)
         else:

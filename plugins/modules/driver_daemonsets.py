@@ -227,25 +227,25 @@ options:
     type: dict
     suboptions:
       timeout:
-        description: Seconds to wait at most.
+        description: O(accelerators.gpu.operand_status#module:timeout) of the wait.
         type: int
         default: 300
       poll_interval:
-        description: Seconds between two looks at the cluster.
+        description: O(accelerators.gpu.operand_status#module:poll_interval) of the wait.
         type: float
         default: 2
       grace:
-        description: Seconds a pod may stay unschedulable, or a DaemonSet fall short of creating its pods.
+        description: O(accelerators.gpu.operand_status#module:grace) of the wait.
         type: int
         default: 20
       event_limit:
-        description: Warning events returned per pod not ready, newest first.
+        description: O(accelerators.gpu.operand_status#module:event_limit) of the wait.
         type: int
         default: 5
       jobs_label_selectors:
         description:
-          - Once ready, read the Jobs of O(namespace) these label selectors select (all must match) and return them in
-            RV(status) as C(jobs_found), such as the driver validation's Jobs.
+          - O(accelerators.gpu.operand_status#module:jobs_label_selectors) of the wait, such as those of the driver
+            validation's Jobs; they are returned in RV(status) as C(jobs_found).
         type: list
         elements: str
         default: []
@@ -274,7 +274,7 @@ EXAMPLES = r'''
     versions: "{{ nfd.rhcos_versions }}"
   register: dtk
 
-- name: One driver DaemonSet per RHCOS version, built with that version's DTK
+- name: One driver DaemonSet per RHCOS version, built with that version's DTK; wait until each GPU node has a driver
   accelerators.gpu.driver_daemonsets:
     namespace: nvidia-gpu-operator
     mode: rhcos
@@ -283,16 +283,6 @@ EXAMPLES = r'''
       repository: nvcr.io/nvidia
       version: 550.90.07
       image_pull_secrets: [ngc]
-  register: drivers
-
-- name: The same, and wait until the driver is ready on every GPU node
-  accelerators.gpu.driver_daemonsets:
-    namespace: nvidia-gpu-operator
-    mode: rhcos
-    dtk_images: "{{ dtk.images }}"
-    driver:
-      repository: nvcr.io/nvidia
-      version: 550.90.07
     wait:
       timeout: 1500
   register: drivers

@@ -147,7 +147,9 @@ nodes:
       description: Whether the node's C(Ready) condition is C(True).
       type: bool
     tainted:
-      description: Whether the node has a C(NoSchedule) or C(NoExecute) taint.
+      description:
+        - Whether the node has a C(NoSchedule) or C(NoExecute) taint, other than those of a passing node condition
+          (C(node.kubernetes.io/*), C(node.cloudprovider.kubernetes.io/*)).
       type: bool
     gpu_count:
       description: C(nvidia.com/gpu.count) from GPU feature discovery, or null.

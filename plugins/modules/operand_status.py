@@ -138,7 +138,9 @@ unserved_nodes:
   type: list
   elements: str
 jobs_found:
-  description: The Jobs O(jobs_label_selectors) select, sorted by name, as the API returns them.
+  description:
+    - The Jobs O(jobs_label_selectors) select, sorted by name, each with C(metadata) (C(name), C(namespace),
+      C(annotations), C(deletionTimestamp)) and C(status.conditions) only.
   returned: when O(jobs_label_selectors) is given and the wait succeeded
   type: list
   elements: dict

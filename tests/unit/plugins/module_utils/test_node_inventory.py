@@ -60,6 +60,9 @@ def test_missing_nfd_does_not_wait_for_a_node_not_ready_or_tainted():
     down = make_node('down', {}, 'Red Hat Enterprise Linux CoreOS %s (Plow)' % RHCOS_416, ready=False)
     master = dict(bare_node('master'), spec={'taints': [{'key': 'node-role.kubernetes.io/master', 'effect': 'NoSchedule'}]})
     assert missing_nfd([node_facts(rhcos_node('w1')), node_facts(down), node_facts(master)]) is None
+    # A node still registering carries the not-ready taint, which goes with it: NFD will label it.
+    registering = dict(bare_node('new'), spec={'taints': [{'key': 'node.kubernetes.io/not-ready', 'effect': 'NoSchedule'}]})
+    assert missing_nfd([node_facts(rhcos_node('w1')), node_facts(registering)]).startswith('1 of 2 Ready untainted')
     assert missing_nfd([node_facts(down)]) == 'no Ready untainted node matches the label selector yet'
 
 

@@ -3,15 +3,13 @@
 from ansible_collections.accelerators.gpu.plugins.module_utils.validation import validation_plan
 
 
-def job(name, node, key, succeeded=1, deleting=False, complete=False):
+def job(name, node, key, conditions=("Complete",), deleting=False):
     meta = {"name": name, "namespace": "gpu",
             "annotations": {"accelerators.gpu/node": node, "accelerators.gpu/validated-pods": key}}
     if deleting:
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    status = {"succeeded": succeeded}
-    if complete:
-        status = {"conditions": [{"type": "Complete", "status": "True"}]}
-    return {"metadata": meta, "status": status}
+    return {"metadata": meta, "status": {"succeeded": 1, "conditions": [
+        {"type": condition, "status": "True"} for condition in conditions]}}
 
 
 def names(plan):
@@ -24,13 +22,15 @@ def test_nothing_kept_validates_every_node():
 
 
 def test_a_node_passed_for_its_current_pod_is_kept():
-    plan = validation_plan([job("v-a", "a", "p1"), job("v-b", "b", "p2", complete=True, succeeded=0)],
+    plan = validation_plan([job("v-a", "a", "p1"), job("v-b", "b", "p2", conditions=["SuccessCriteriaMet"])],
                            ["a", "b"], {"a": "p1", "b": "p2"})
     assert plan == {"validate": [], "kept": ["a", "b"], "stale": []}
 
 
 def test_a_replaced_pod_failed_or_running_job_is_validated_again_and_its_job_deleted():
-    jobs = [job("v-a", "a", "old-pod"), job("v-b", "b", "p2", succeeded=0), job("v-c", "c", "p3")]
+    # v-b: a pod succeeded, but the Job has not (yet) counted as succeeded, or is failing for another pod.
+    jobs = [job("v-a", "a", "old-pod"), job("v-b", "b", "p2", conditions=["SuccessCriteriaMet", "Failed"]),
+            job("v-c", "c", "p3")]
     plan = validation_plan(jobs, ["a", "b", "c"], {"a": "new-pod", "b": "p2", "c": "p3"})
     assert plan["validate"] == ["a", "b"] and plan["kept"] == ["c"]
     assert names(plan) == ["v-a", "v-b"]
