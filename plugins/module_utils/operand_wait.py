@@ -36,8 +36,8 @@ def job_summary(job):
     """What a validation plan reads of a Job (module_utils/validation.py): names, annotations, deletion, conditions;
     the pod template and the rest stay out of the result, which Ansible carries from task to task."""
     metadata = job.get('metadata') or {}
-    summary = {'metadata': dict((key, metadata[key]) for key in ('name', 'namespace', 'annotations',
-                                                                  'deletionTimestamp') if key in metadata)}
+    kept = ('name', 'namespace', 'annotations', 'deletionTimestamp')
+    summary = {'metadata': dict((key, metadata[key]) for key in kept if key in metadata)}
     summary['status'] = {'conditions': (job.get('status') or {}).get('conditions') or []}
     return summary
 
@@ -79,14 +79,14 @@ class OperandReads:
         return self._named_and_selected('/apis/batch/v1/namespaces/%s/jobs' % self.namespace, names, selector)
 
     def pods(self, selector):
-        return list(self.api.list_items('/api/v1/namespaces/%s/pods' % self.namespace, selector))
+        return self.api.list_items('/api/v1/namespaces/%s/pods' % self.namespace, selector)
 
     def revisions(self, selector):
-        return list(self.api.list_items('/apis/apps/v1/namespaces/%s/controllerrevisions' % self.namespace, selector))
+        return self.api.list_items('/apis/apps/v1/namespaces/%s/controllerrevisions' % self.namespace, selector)
 
     def endpoint_slices(self, service):
-        return list(self.api.list_items('/apis/discovery.k8s.io/v1/namespaces/%s/endpointslices' % self.namespace,
-                                   'kubernetes.io/service-name=%s' % service))
+        return self.api.list_items('/apis/discovery.k8s.io/v1/namespaces/%s/endpointslices' % self.namespace,
+                                   'kubernetes.io/service-name=%s' % service)
 
     def warning_events(self):
         page = self.api.read('/api/v1/namespaces/%s/events' % self.namespace, field_selector='type=Warning',
