@@ -60,7 +60,8 @@ DEPLOY_RULES = [
     {"apiGroups": ["node.k8s.io"], "resources": ["runtimeclasses"], "verbs": ["get", "create", "patch"]},
     {"apiGroups": ["monitoring.coreos.com"], "resources": ["servicemonitors"], "verbs": ["get", "create", "patch"]},
     {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
-     "resourceNames": ["servicemonitors.monitoring.coreos.com"], "verbs": ["get"]},
+     "resourceNames": ["servicemonitors.monitoring.coreos.com", "nodefeaturediscoveries.nfd.openshift.io"],
+     "verbs": ["get"]},
     # The operands' RBAC, and what it grants.
     {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"],
      "verbs": ["get", "create", "patch"]},
