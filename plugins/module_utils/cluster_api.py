@@ -226,14 +226,9 @@ class ClusterAPI:
         return list(self._list('/apis/apps/v1/daemonsets', field_selector='metadata.name=%s' % name))
 
     def apply_daemonset(self, daemonset):
-        """Server-side apply as field manager accelerators.gpu; returns the DaemonSet as stored.
-
-        Forced: these DaemonSets are declared by this collection, so its values win over an edit by hand.
-        """
+        """apply_object() at the DaemonSet's fixed path (no discovery); returns it as stored."""
         metadata = daemonset['metadata']
-        return self._request('PATCH', '%s/%s' % (DAEMONSETS % metadata['namespace'], metadata['name']),
-                             body=daemonset, content_type='application/apply-patch+yaml', write=True,
-                             field_manager=FIELD_MANAGER, force_conflicts=True)
+        return self.apply_object('%s/%s' % (DAEMONSETS % metadata['namespace'], metadata['name']), daemonset)
 
     def delete_daemonset(self, namespace, name, uid, resource_version):
         """Delete a DaemonSet only if it is still the object read (uid) in the state read (resourceVersion).
