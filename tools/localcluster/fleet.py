@@ -178,7 +178,10 @@ def expand_groups(fleet, prefix=""):
                         "kernel": kernel, "driver_build_seconds": group.get("driver_build_seconds", 0)}
             # Simulated kernel reboots (kernel.py): how long the node is down, and when NFD relabels it after.
             hardware.update({key: group[key] for key in ("reboot_seconds", "nfd_lag_seconds") if key in group})
+            # The kubelet registers the beta os/arch labels too; without them kube-controller-manager adds them a
+            # moment after creation, and a test that snapshots labels would see a change nobody asked for.
             labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+                      "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64",
                       "node-role.kubernetes.io/%s" % group.get("role", "worker"): ""}
             if rhcos:
                 labels["node.openshift.io/os_id"] = release["ID"]
