@@ -19,25 +19,10 @@ import json
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.dtk import (
     DTK_IMAGESTREAM, DTK_NAMESPACE, NOT_OPENSHIFT, STREAM_MISSING)
+from ansible_collections.accelerators.gpu.plugins.module_utils import module_worker
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
-
-try:
-    import kubernetes
-    from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
-    from urllib3.exceptions import HTTPError as TransportError
-except ImportError:
-    # AnsibleK8SModule fails the module with "kubernetes is required" before any request is made.
-    class DynamicApiError(Exception):
-        pass
-
-    class ResourceNotFoundError(Exception):
-        pass
-
-    class TransportError(Exception):
-        pass
 
 FIELD_MANAGER = 'accelerators.gpu'
 DEFAULT_PAGE_SIZE = 500
@@ -75,13 +60,12 @@ class TaskError(Exception):
         self.result = result
 
 
-def _count_requests():
+def _count_requests(api_client):
     """Count requests by verb at kubernetes.client.ApiClient.request, every request's last stop.
 
     Wrapped at the class, once per process, so that the discovery requests kubernetes.core makes while it
     builds the client count too; ClusterAPI reports the difference since it was created.
     """
-    api_client = kubernetes.client.ApiClient
     if getattr(api_client.request, 'counts_requests', False):
         return
     send = api_client.request
@@ -122,7 +106,15 @@ class ClusterAPI:
     """
 
     def __init__(self, module):
-        _count_requests()
+        # The client is imported here, not with this file: a module process that a module worker serves never
+        # needs it (module_worker).
+        from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
+        from kubernetes.client import ApiClient
+        from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
+        from urllib3.exceptions import HTTPError
+
+        self._api_errors, self._transport_errors, self._kind_not_found = DynamicApiError, HTTPError, ResourceNotFoundError
+        _count_requests(ApiClient)
         self._baseline = collections.Counter(_REQUEST_COUNTS)
         self.dry_run = module.check_mode
         try:
@@ -141,10 +133,10 @@ class ClusterAPI:
             params['content_type'] = content_type
         try:
             response = self._client.request(method, path, body=body, serialize=False, **params)
-        except DynamicApiError as error:
+        except self._api_errors as error:
             message, details = _parse_status(error.body)
             raise APIError(method.upper(), path, error.status, message, details)
-        except TransportError as error:
+        except self._transport_errors as error:
             raise APIError(method.upper(), path, None, 'cannot reach the API server %s: %s'
                            % (self._client.configuration.host, error))
         return json.loads(response.data)
@@ -163,7 +155,7 @@ class ClusterAPI:
         metadata = obj.get('metadata') or {}
         try:
             resource = self._client.resources.get(api_version=obj.get('apiVersion'), kind=obj.get('kind'))
-        except ResourceNotFoundError:
+        except self._kind_not_found:
             return None
         if resource.namespaced and not metadata.get('namespace'):
             raise TaskError('%s: a namespaced object needs metadata.namespace' % describe(obj))
@@ -298,6 +290,7 @@ def run_module(argument_spec, task, **module_options):
 
     argument_spec: the module's own options; kubernetes.core's connection options are added.
     """
+    module_worker.forward()
     spec = dict(AUTH_ARG_SPEC)
     spec.update(argument_spec)
     module = GPUModule(argument_spec=spec, supports_check_mode=True, **module_options)

@@ -11,6 +11,7 @@ from kubernetes.dynamic.exceptions import api_exception
 from ansible_collections.accelerators.gpu.plugins.module_utils import cluster_api
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import APIError, ClusterAPI
 from ansible_collections.accelerators.gpu.plugins.module_utils.dtk import NOT_OPENSHIFT, STREAM_MISSING
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s import client as k8s_client
 
 NOT_FOUND_OBJECT = {'kind': 'Status', 'status': 'Failure', 'reason': 'NotFound', 'code': 404,
                     'message': 'imagestreams.image.openshift.io "driver-toolkit" not found',
@@ -51,7 +52,8 @@ class Module:
 
 def make_api(monkeypatch, client, check_mode=False):
     """A ClusterAPI whose kubernetes.core client is the given stand-in."""
-    monkeypatch.setattr(cluster_api, 'get_api_client', lambda module: type('K8SClient', (), {'client': client}))
+    # ClusterAPI imports kubernetes.core's get_api_client when it is created.
+    monkeypatch.setattr(k8s_client, 'get_api_client', lambda module: type('K8SClient', (), {'client': client}))
     return ClusterAPI(Module(check_mode))
 
 

@@ -1,0 +1,349 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A per-user worker process that runs this collection's modules with the Kubernetes client already imported.
+
+Importing the kubernetes client costs a module process most of its run (0.5-0.8 s of CPU, against tens of
+milliseconds for the requests of a no-op), and a deploy runs a dozen modules. kubernetes.core solved the same
+problem with cloud.common's turbo mode; this is the same idea, kept small:
+
+- The module process (the stub) connects to a Unix socket in a directory only its user can open, and hands
+  over its module arguments, environment, working directory, the path of its AnsiballZ payload and its own
+  stdout and stderr (as file descriptors).
+- The worker forks a child per request. The child takes the stub's environment and working directory, imports
+  the module and its module_utils from the stub's payload (never from an earlier request, so a changed
+  collection is always the code that runs), and runs it exactly as AnsiballZ does, writing its result straight to
+  the stub's stdout; it sends back only the exit code. The worker itself holds nothing but third-party imports.
+- When no worker answers, the module runs in its own process as usual and starts one for the next module; a
+  worker idle for ACCELERATORS_GPU_WORKER_IDLE seconds (default 120) exits. ACCELERATORS_GPU_WORKER=off turns
+  it off. ACCELERATORS_GPU_WORKER_LOG names a file that gets a line per request served (for tests and debugging).
+
+Only the standard library is used here: the worker starts from this file's source, before any payload exists.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import base64
+import errno
+import fcntl
+import hashlib
+import json
+import marshal
+import os
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import types
+import zipimport
+
+SWITCH = 'ACCELERATORS_GPU_WORKER'
+IDLE = 'ACCELERATORS_GPU_WORKER_IDLE'
+LOG = 'ACCELERATORS_GPU_WORKER_LOG'
+DEFAULT_IDLE_SECONDS = 120
+# What the worker imports once for every module it runs: the Kubernetes client and what it pulls in.
+PRELOAD = ('kubernetes', 'kubernetes.dynamic', 'urllib3', 'yaml', 'jsonpatch')
+_LENGTH = struct.Struct('!Q')
+
+
+def _socket_dir():
+    return os.path.join(os.environ.get('XDG_RUNTIME_DIR') or '/tmp', 'accelerators-gpu-%d' % os.getuid())
+
+
+def _private_dir(path):
+    """path, created if missing, when it is a directory of this user that no one else can open; else None."""
+    try:
+        os.mkdir(path, 0o700)
+    except OSError as error:
+        if error.errno != errno.EEXIST:
+            return None
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        return None
+    return path
+
+
+def worker_key(executable, base_path, source):
+    """The worker's name: one per interpreter, import path and version of this file, whose protocol it speaks."""
+    digest = hashlib.sha256()
+    for part in [executable] + list(base_path) + [source]:
+        digest.update(part.encode('utf-8', 'surrogateescape') + b'\0')
+    return digest.hexdigest()[:16]
+
+
+def _send_frame(conn, data, fds=()):
+    header = _LENGTH.pack(len(data))
+    if fds:
+        socket.send_fds(conn, [header], list(fds))
+    else:
+        conn.sendall(header)
+    conn.sendall(data)
+
+
+def _receive_exactly(conn, size):
+    chunks = []
+    while size:
+        chunk = conn.recv(min(size, 1 << 20))
+        if not chunk:
+            raise EOFError('connection closed')
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b''.join(chunks)
+
+
+def _receive_frame(conn, max_fds=0):
+    fds = []
+    if max_fds:
+        header, fds, _flags, _address = socket.recv_fds(conn, _LENGTH.size, max_fds)
+        if len(header) < _LENGTH.size:
+            header += _receive_exactly(conn, _LENGTH.size - len(header))
+    else:
+        header = _receive_exactly(conn, _LENGTH.size)
+    return _receive_exactly(conn, _LENGTH.unpack(header)[0]), fds
+
+
+def _own_source():
+    loader = globals().get('__loader__')
+    source = loader.get_source(__name__) if loader is not None and hasattr(loader, 'get_source') else None
+    if source is None:
+        with open(__file__) as handle:
+            source = handle.read()
+    return source
+
+
+def forward():
+    """Have the worker run this module process's module; exits with the module's exit code when it did.
+
+    Returns (and the caller runs the module itself) when the worker is off, when this process is not an AnsiballZ
+    module run, and when no worker takes the request, in which case one is started for the modules that follow.
+    """
+    if os.environ.get(SWITCH, '').lower() in ('off', 'false', 'no', '0'):
+        return
+    main = sys.modules.get('__main__')
+    payload = getattr(main, '_modlib_path', None)
+    module_fqn = getattr(main, '_module_fqn', None)
+    basic = sys.modules.get('ansible.module_utils.basic')
+    params = getattr(basic, '_ANSIBLE_ARGS', None)
+    if not (payload and module_fqn and params is not None and hasattr(socket, 'send_fds')):
+        return
+    directory = _private_dir(_socket_dir())
+    if directory is None:
+        return
+    base_path = [entry for entry in sys.path if not entry.startswith(payload)]
+    source = _own_source()
+    path = os.path.join(directory, worker_key(sys.executable, base_path, source))
+    request = json.dumps({
+        'payload': payload, 'module_fqn': module_fqn, 'params': base64.b64encode(params).decode('ascii'),
+        'profile': getattr(basic, '_ANSIBLE_PROFILE', None), 'env': dict(os.environ), 'cwd': os.getcwd(),
+    }).encode('utf-8')
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    with conn:
+        try:
+            conn.connect(path + '.sock')
+            sys.stdout.flush()
+            sys.stderr.flush()
+            _send_frame(conn, request, (sys.stdout.fileno(), sys.stderr.fileno()))
+            _receive_frame(conn)  # taken: from here on the module runs there
+        except (OSError, EOFError):
+            _start_worker(path, base_path, source)
+            return
+        try:
+            rc = json.loads(_receive_frame(conn)[0])['rc']
+        except (OSError, EOFError, ValueError, KeyError):
+            print(json.dumps({'failed': True, 'msg': 'the accelerators.gpu module worker ended before the module %s '
+                              'did; %s=off runs modules in their own process' % (module_fqn, SWITCH)}))
+            rc = 1
+    sys.exit(rc)
+
+
+def _start_worker(path, base_path, source):
+    """Start the worker in a session of its own, detached from this process's output (Ansible waits for it)."""
+    script = path + '.py'
+    if not os.path.exists(script):
+        staging = '%s.%d' % (script, os.getpid())
+        with open(staging, 'w') as handle:
+            handle.write(source)
+        os.rename(staging, script)
+    idle = os.environ.get(IDLE) or str(DEFAULT_IDLE_SECONDS)
+    # Only what finds the interpreter's packages: the worker outlives this process, and credentials stay out of it.
+    env = dict((name, value) for name, value in os.environ.items()
+               if name in ('PATH', 'HOME', 'LANG', 'LC_ALL', 'TMPDIR', LOG))
+    env[SWITCH] = 'off'
+    try:
+        subprocess.Popen([sys.executable, script, path, idle, json.dumps(base_path)], env=env,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         close_fds=True, start_new_session=True)
+    except OSError:
+        pass
+
+
+def _log(line):
+    target = os.environ.get(LOG)
+    if target:
+        with open(target, 'a') as handle:
+            handle.write(line + '\n')
+
+
+def serve(path, idle_seconds, base_path):
+    """The worker: preload, listen at path.sock, fork a child per request; exit after idle_seconds without one."""
+    sys.path[:] = base_path
+    lock = open(path + '.lock', 'w')
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return  # another worker serves this path, or is starting to
+    for name in PRELOAD:
+        try:
+            __import__(name)
+        except ImportError:
+            pass
+    address = path + '.sock'
+    if os.path.exists(address):
+        os.unlink(address)  # left by a worker that died: the lock says none is alive
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(address)
+    listener.listen(16)
+    listener.settimeout(idle_seconds)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the children
+    _cache_compiled_sources(_private_dir(path + '.code'))
+    try:
+        while True:
+            try:
+                conn, _address = listener.accept()
+            except socket.timeout:
+                return
+            if _peer_uid(conn) not in (None, os.getuid()) or os.fork():
+                conn.close()
+                continue
+            listener.close()
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            _run_request(conn)
+    finally:
+        os.unlink(address)
+        lock.close()
+
+
+def _cache_compiled_sources(directory):
+    """Keep the code zipimport compiles from a payload's sources (it has no bytecode), by the source's digest.
+
+    A request's modules are compiled again in each request otherwise, which costs as much as the module's own work.
+    """
+    compile_source = getattr(zipimport, '_compile_source', None)
+    if directory is None or compile_source is None:
+        return
+
+    def cached(pathname, source):
+        stored = os.path.join(directory, hashlib.sha256(source).hexdigest())
+        try:
+            with open(stored, 'rb') as handle:
+                return _with_filename(marshal.load(handle), pathname)
+        except (OSError, EOFError, ValueError, TypeError):
+            code = compile_source(pathname, source)
+        staging = '%s.%d' % (stored, os.getpid())
+        with open(staging, 'wb') as handle:
+            marshal.dump(code, handle)
+        os.rename(staging, stored)
+        return code
+
+    zipimport._compile_source = cached
+
+
+def _with_filename(code, filename):
+    """code, and the code objects it holds, naming filename (this request's payload) in tracebacks."""
+    consts = tuple(_with_filename(const, filename) if isinstance(const, types.CodeType) else const
+                   for const in code.co_consts)
+    return code.replace(co_filename=filename, co_consts=consts)
+
+
+def _peer_uid(conn):
+    if not hasattr(socket, 'SO_PEERCRED'):
+        return None  # the directory's mode keeps others out
+    return struct.unpack('3i', conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize('3i')))[1]
+
+
+def _run_request(conn):
+    """In a child of the worker: run the stub's module as AnsiballZ would, its output on the stub's stdout."""
+    started = time.monotonic()
+    module_fqn = None
+    rc = 1
+    try:
+        data, fds = _receive_frame(conn, max_fds=2)
+        request = json.loads(data)
+        module_fqn = request['module_fqn']
+        os.dup2(fds[0], 1)
+        os.dup2(fds[1], 2)
+        for fd in fds:
+            os.close(fd)
+        os.environ.clear()
+        os.environ.update(request['env'])
+        os.environ[SWITCH] = 'off'  # this process runs the module itself
+        os.chdir(request['cwd'])
+        sys.path.insert(0, request['payload'])
+        kube_config = sys.modules.get('kubernetes.config.kube_config')
+        if kube_config is not None:
+            # Read from the environment at import, which was the worker's, not this request's.
+            kube_config.KUBE_CONFIG_DEFAULT_LOCATION = os.environ.get('KUBECONFIG', '~/.kube/config')
+        _send_frame(conn, b'{}')
+        _exit_with_the_stub(conn)
+        _run_module(request)
+    except SystemExit as exit_:
+        rc = exit_.code if isinstance(exit_.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        try:
+            _send_frame(conn, json.dumps({'rc': rc}).encode('utf-8'))
+        except OSError:
+            pass
+        _log('%s pid=%d worker=%d rc=%s seconds=%.3f' % (module_fqn, os.getpid(), os.getppid(), rc,
+                                                          time.monotonic() - started))
+        os._exit(0)
+
+
+def _exit_with_the_stub(conn):
+    """Stop this child when the stub goes away (killed by a timeout): it sends nothing more, so EOF means gone."""
+
+    def watch():
+        try:
+            while conn.recv(1):
+                pass
+        except OSError:
+            pass
+        os._exit(1)
+
+    thread = threading.Thread(target=watch)
+    thread.daemon = True
+    thread.start()
+
+
+def _run_module(request):
+    params = base64.b64decode(request['params'])
+    try:
+        from ansible.module_utils._internal._ansiballz import _loader
+    except ImportError:  # ansible-core before 2.19: its wrapper sets the arguments and runs the module itself
+        _loader = None
+    if _loader is not None:
+        _loader.run_module(json_params=params, profile=request['profile'], module_fqn=request['module_fqn'],
+                           modlib_path=request['payload'], extensions={})
+    else:
+        import runpy
+        from ansible.module_utils import basic
+        basic._ANSIBLE_ARGS = params
+        runpy.run_module(mod_name=request['module_fqn'], run_name='__main__', alter_sys=True,
+                         init_globals=dict(_module_fqn=request['module_fqn'], _modlib_path=request['payload']))
+    raise RuntimeError('the module %s did not exit' % request['module_fqn'])
+
+
+if __name__ == '__main__':
+    serve(sys.argv[1], float(sys.argv[2]), json.loads(sys.argv[3]))

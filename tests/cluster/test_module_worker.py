@@ -1,0 +1,93 @@
+"""The module worker (plugins/module_utils/module_worker.py) through real ansible-playbook runs.
+
+Each test gives the worker a socket directory of its own (XDG_RUNTIME_DIR) and a request log
+(ACCELERATORS_GPU_WORKER_LOG), so it sees only its own worker: the first module run starts it, later runs are served
+by it, each with its own environment.
+"""
+
+import os
+import time
+
+from conftest import wait_for
+from playbook import run
+
+
+def worker_env(tmp_path, **extra):
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700, exist_ok=True)
+    return dict(XDG_RUNTIME_DIR=str(runtime), ACCELERATORS_GPU_WORKER_LOG=str(tmp_path / "worker.log"), **extra)
+
+
+def served(tmp_path):
+    """The log lines of the requests the worker served: module, child pid, worker pid, rc, seconds."""
+    log = tmp_path / "worker.log"
+    lines = log.read_text().splitlines() if log.exists() else []
+    return [dict(field.split("=", 1) for field in line.split()[1:]) | {"module": line.split()[0]} for line in lines]
+
+
+def sockets(tmp_path):
+    return list((tmp_path / "run").glob("accelerators-gpu-*/*.sock"))
+
+
+class OnlyKubeconfig:
+    """A cluster reached through KUBECONFIG alone (no K8S_AUTH_KUBECONFIG), as the kubernetes client's default."""
+
+    def __init__(self, cluster, kubeconfig):
+        self.env = dict((name, value) for name, value in cluster.env.items() if name != "K8S_AUTH_KUBECONFIG")
+        self.env["KUBECONFIG"] = kubeconfig
+
+
+def test_the_first_run_starts_a_worker_that_serves_the_next_runs_each_with_its_own_environment(cluster, tmp_path):
+    env = worker_env(tmp_path, ACCELERATORS_GPU_WORKER_IDLE="60")
+    args = {"namespace": "default"}
+    first = run(cluster, "accelerators.gpu.cluster_facts", args, extra_env=env)
+    assert not first.get("failed"), first
+    assert served(tmp_path) == []  # it ran in its own process, and started the worker
+    wait_for(lambda: sockets(tmp_path), message="the worker's socket")
+
+    # KUBECONFIG alone names the cluster: the worker imported the kubernetes client with none set, so the run's
+    # own value must be the one used.
+    second = run(OnlyKubeconfig(cluster, cluster.kubeconfig), "accelerators.gpu.cluster_facts", args, extra_env=env)
+    assert not second.get("failed"), second
+    missing = str(tmp_path / "no-such-kubeconfig")
+    third = run(OnlyKubeconfig(cluster, missing), "accelerators.gpu.cluster_facts", args, extra_env=env)
+    assert third.get("failed"), third
+
+    requests = served(tmp_path)
+    assert [(r["module"].rsplit(".", 1)[-1], r["rc"]) for r in requests] == [
+        ("cluster_facts", "0"), ("cluster_facts", "1")]
+    assert requests[0]["worker"] == requests[1]["worker"]
+    assert requests[0]["pid"] != requests[1]["pid"]  # a child per request
+    # Served or not, a module returns the same result.
+    assert second == first
+
+
+def test_check_mode_and_diff_reach_the_module_in_the_worker(cluster, tmp_path):
+    env = worker_env(tmp_path)
+    name = "worker-check-%d" % os.getpid()
+    config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"},
+                  "data": {"key": "value"}}
+    run(cluster, "accelerators.gpu.cluster_facts", {"namespace": "default"}, extra_env=env)
+    wait_for(lambda: sockets(tmp_path), message="the worker's socket")
+    checked = run(cluster, "accelerators.gpu.operand", {"definitions": [config_map]}, check=True, diff=True,
+                  extra_env=env)
+    assert checked["changed"] and checked["diff"], checked
+    assert served(tmp_path)[-1]["module"].endswith(".operand")
+    assert name not in [item.metadata.name for item in cluster.core.list_namespaced_config_map("default").items]
+
+
+def test_a_module_runs_in_its_own_process_when_the_worker_is_off(cluster, tmp_path):
+    env = worker_env(tmp_path, ACCELERATORS_GPU_WORKER="off")
+    for _ in range(2):
+        result = run(cluster, "accelerators.gpu.cluster_facts", {"namespace": "default"}, extra_env=env)
+        assert not result.get("failed"), result
+    assert served(tmp_path) == [] and sockets(tmp_path) == []
+
+
+def test_an_idle_worker_exits(cluster, tmp_path):
+    env = worker_env(tmp_path, ACCELERATORS_GPU_WORKER_IDLE="2")
+    run(cluster, "accelerators.gpu.cluster_facts", {"namespace": "default"}, extra_env=env)
+    wait_for(lambda: sockets(tmp_path), message="the worker's socket")
+    started = time.monotonic()
+    wait_for(lambda: not sockets(tmp_path), timeout=30, message="the idle worker to exit")
+    assert time.monotonic() - started < 30

@@ -1,0 +1,54 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The module worker's pure parts: its name, its directory, its framing. tests/cluster/test_module_worker.py runs it."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import socket
+import threading
+
+from ansible_collections.accelerators.gpu.plugins.module_utils import module_worker
+
+
+def test_a_worker_is_named_by_interpreter_import_path_and_protocol():
+    key = module_worker.worker_key('/venv/bin/python', ['/a', '/b'], 'source')
+    assert key == module_worker.worker_key('/venv/bin/python', ['/a', '/b'], 'source')
+    assert len({key,
+                module_worker.worker_key('/other/bin/python', ['/a', '/b'], 'source'),
+                module_worker.worker_key('/venv/bin/python', ['/a'], 'source'),
+                module_worker.worker_key('/venv/bin/python', ['/b', '/a'], 'source'),
+                module_worker.worker_key('/venv/bin/python', ['/a', '/b'], 'changed source')}) == 5
+
+
+def test_the_socket_directory_is_private_or_not_used(tmp_path):
+    private = str(tmp_path / 'private')
+    assert module_worker._private_dir(private) == private
+    assert os.stat(private).st_mode & 0o777 == 0o700
+    shared = tmp_path / 'shared'
+    shared.mkdir(mode=0o755)
+    os.chmod(str(shared), 0o755)
+    assert module_worker._private_dir(str(shared)) is None
+    target = tmp_path / 'target'
+    target.mkdir(mode=0o700)
+    os.symlink(str(target), str(tmp_path / 'link'))
+    assert module_worker._private_dir(str(tmp_path / 'link')) is None
+
+
+def test_frames_carry_large_payloads_and_file_descriptors(tmp_path):
+    left, right = socket.socketpair()
+    payload = os.urandom(3 << 20)
+    with open(str(tmp_path / 'out'), 'w') as out:
+        # More than a socket buffer holds: the sender blocks until the receiver reads.
+        sender = threading.Thread(target=module_worker._send_frame, args=(left, payload, (out.fileno(),)))
+        sender.start()
+        received, fds = module_worker._receive_frame(right, max_fds=2)
+        sender.join()
+    assert received == payload and len(fds) == 1
+    os.write(fds[0], b'through the passed descriptor')
+    os.close(fds[0])
+    assert (tmp_path / 'out').read_text() == 'through the passed descriptor'
+    left.close()
+    right.close()
