@@ -61,14 +61,14 @@ options:
     description: Seconds the endpoints of O(service) may take.
     type: int
     default: 10
-  jobs_label_selectors:
+  validation_check:
     description:
-      - Once the wait succeeded, read the Jobs of O(namespace) these label selectors select (all must match) and
-        return them as C(jobs_found), as the API gives them; for instance the validation Jobs a check plans from,
-        read in the same call as the wait for the operand it checks.
-    type: list
-    elements: str
-    default: []
+      - With V(daemonsets), once the wait succeeded, read the Jobs of this validation check in O(namespace)
+        (C(app.kubernetes.io/component=gpu-validation), C(accelerators.gpu/validation=<check>)) and return the plan
+        of the check as C(validation), in the same call as the wait for the operand it checks.
+      - A node of C(ready_nodes) whose Job succeeded for its current C(ready_pods) is kept; the other nodes are to
+        validate, and the check's other Jobs (failed, outdated, of nodes no longer ready) are stale.
+    type: str
   timeout:
     description: Seconds to wait at most.
     type: int

@@ -156,10 +156,12 @@ def forward():
         try:
             rc = json.loads(_receive_frame(conn)[0])['rc']
         except (OSError, EOFError, ValueError, KeyError):
-            print(json.dumps({'failed': True, 'msg': 'the accelerators.gpu module worker ended before the module %s '
-                              'did; %s=off runs modules in their own process' % (module_fqn, SWITCH)}))
+            sys.stdout.write(json.dumps({'failed': True, 'msg': 'the accelerators.gpu module worker ended before the '
+                                         'module %s did; %s=off runs modules in their own process'
+                                         % (module_fqn, SWITCH)}) + '\n')
             rc = 1
-    sys.exit(rc)
+    # As a module ends: AnsiballZ's wrapper still removes the payload.
+    raise SystemExit(rc)
 
 
 def _start_worker(path, base_path, source):
@@ -244,7 +246,8 @@ def _cache_compiled_sources(directory):
             with open(stored, 'rb') as handle:
                 return _with_filename(marshal.load(handle), pathname)
         except (OSError, EOFError, ValueError, TypeError):
-            code = compile_source(pathname, source)
+            pass
+        code = compile_source(pathname, source)
         staging = '%s.%d' % (stored, os.getpid())
         with open(staging, 'wb') as handle:
             marshal.dump(code, handle)
@@ -306,8 +309,8 @@ def _run_request(conn):
             _send_frame(conn, json.dumps({'rc': rc}).encode('utf-8'))
         except OSError:
             pass
-        _log('%s pid=%d worker=%d rc=%s seconds=%.3f' % (module_fqn, os.getpid(), os.getppid(), rc,
-                                                          time.monotonic() - started))
+        _log('%s pid=%d worker=%d rc=%s seconds=%.3f'
+             % (module_fqn, os.getpid(), os.getppid(), rc, time.monotonic() - started))
         os._exit(0)
 
 

@@ -9,6 +9,7 @@ __metaclass__ = type
 
 from ansible_collections.accelerators.gpu.plugins.module_utils import readiness
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import APIError, TaskError
+from ansible_collections.accelerators.gpu.plugins.module_utils.validation import check_label_selector, validation_plan
 
 # What can be waited for, and the options of a wait (doc fragment accelerators.gpu.operand_wait, which documents
 # wait_for too); each module makes wait_for required or not.
@@ -23,7 +24,7 @@ WAIT_ARGUMENT_SPEC = dict(
     allocatable_on_ready_nodes=dict(type='bool', default=False),
     service=dict(type='str'),
     service_timeout=dict(type='int', default=10),
-    jobs_label_selectors=dict(type='list', elements='str', default=[]),
+    validation_check=dict(type='str'),
     timeout=dict(type='int', default=300),
     poll_interval=dict(type='float', default=2),
     grace=dict(type='int', default=20),
@@ -164,8 +165,8 @@ def wait_for_operands(params, api):
         raise TaskError('%s needs namespace, and names or label_selectors' % params['wait_for'])
     if (params['allocatable_on_ready_nodes'] or params['service']) and params['wait_for'] != 'daemonsets':
         raise TaskError('allocatable_on_ready_nodes and service go with wait_for daemonsets')
-    if params['jobs_label_selectors'] and not params['namespace']:
-        raise TaskError('jobs_label_selectors needs namespace')
+    if params['validation_check'] and params['wait_for'] != 'daemonsets':
+        raise TaskError('validation_check goes with wait_for daemonsets')
     reads = OperandReads(api, params['namespace'])
     result = _wait(params, reads, *_observer(params, reads))
     if params['allocatable_on_ready_nodes'] and result['ready_nodes']:
@@ -177,7 +178,7 @@ def wait_for_operands(params, api):
             params['namespace'], params['service'], len(nodes))
         result = _wait(params, reads, subject, lambda: readiness.observe_service(reads, params['service'], nodes),
                        before=result, timeout=params['service_timeout'])
-    if params['jobs_label_selectors']:
-        result['jobs_found'] = [job_summary(job) for job in
-                                reads.jobs([], ','.join(params['jobs_label_selectors']))[0]]
+    if params['validation_check']:
+        jobs = [job_summary(job) for job in reads.jobs([], check_label_selector(params['validation_check']))[0]]
+        result['validation'] = validation_plan(jobs, result['ready_nodes'], result['ready_pods'])
     return result

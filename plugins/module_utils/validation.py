@@ -13,7 +13,15 @@ __metaclass__ = type
 from ansible_collections.accelerators.gpu.plugins.module_utils.readiness import job_succeeded
 
 NODE_ANNOTATION = 'accelerators.gpu/node'
+# The labels of a check's Jobs (roles/common/templates/validation_jobs.yml.j2).
+CHECK_LABEL = 'accelerators.gpu/validation'
+COMPONENT_SELECTOR = 'app.kubernetes.io/component=gpu-validation'
 KEY_ANNOTATION = 'accelerators.gpu/validated-pods'
+
+
+def check_label_selector(check):
+    """The label selector of the Jobs of a check."""
+    return '%s,%s=%s' % (COMPONENT_SELECTOR, CHECK_LABEL, check)
 
 
 def validation_plan(jobs, nodes, keys):

@@ -242,13 +242,11 @@ options:
         description: O(accelerators.gpu.operand_status#module:event_limit) of the wait.
         type: int
         default: 5
-      jobs_label_selectors:
+      validation_check:
         description:
-          - O(accelerators.gpu.operand_status#module:jobs_label_selectors) of the wait, such as those of the driver
-            validation's Jobs; they are returned in RV(status) as C(jobs_found).
-        type: list
-        elements: str
-        default: []
+          - O(accelerators.gpu.operand_status#module:validation_check) of the wait, such as the driver's check; its
+            plan is returned in RV(status) as C(validation).
+        type: str
 attributes:
   check_mode:
     description: Writes are sent as server-side dry runs, so the API server validates them and stores nothing.
@@ -399,7 +397,7 @@ plan:
 status:
   description:
     - What the wait of O(wait) found, as M(accelerators.gpu.operand_status) returns it (C(ready), C(ready_nodes),
-      C(ready_pods), C(daemonsets), C(jobs_found), C(nodes)...).
+      C(ready_pods), C(daemonsets), C(validation), C(nodes)...).
   returned: when O(wait) is given, the DaemonSets were applied and some GPU node needs one
   type: dict
 api_requests:
@@ -457,7 +455,7 @@ def main():
         allow_blocked=dict(type='bool', default=False),
         plan_only=dict(type='bool', default=False),
         wait=dict(type='dict', options=dict((name, WAIT_ARGUMENT_SPEC[name]) for name in (
-            'timeout', 'poll_interval', 'grace', 'event_limit', 'jobs_label_selectors'))),
+            'timeout', 'poll_interval', 'grace', 'event_limit', 'validation_check'))),
     ), run, required_if=[('state', 'present', ['driver'])],
         mutually_exclusive=[('precompiled_available', 'precompiled_registry_check')])
 

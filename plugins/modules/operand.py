@@ -105,7 +105,7 @@ diff:
 ready:
   description:
     - With O(wait_for), whether what was awaited is ready; the other keys M(accelerators.gpu.operand_status)
-      returns come with it (C(ready_nodes), C(ready_pods), C(daemonsets), C(jobs_found), C(nodes)...).
+      returns come with it (C(ready_nodes), C(ready_pods), C(daemonsets), C(validation), C(nodes)...).
   returned: when O(wait_for) is given and not in check mode
   type: bool
 api_requests:

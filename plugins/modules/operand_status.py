@@ -70,13 +70,13 @@ EXAMPLES = r'''
     nodes: "{{ device_plugin.ready_nodes }}"
     timeout: 60
 
-- name: Wait for the device plugin, then for its GPUs on its nodes; return the Jobs of the CUDA check
+- name: Wait for the device plugin, then for its GPUs on its nodes; return the nodes the CUDA check must run on
   accelerators.gpu.operand_status:
     wait_for: daemonsets
     namespace: nvidia-gpu-operator
     names: [nvidia-device-plugin-daemonset]
     allocatable_on_ready_nodes: true
-    jobs_label_selectors: [app.kubernetes.io/component=gpu-validation, accelerators.gpu/validation=cuda]
+    validation_check: cuda
   register: device_plugin
 
 - name: The CUDA validation Jobs succeed
@@ -137,13 +137,24 @@ unserved_nodes:
   returned: when O(service) is given and some node was ready
   type: list
   elements: str
-jobs_found:
+validation:
   description:
-    - The Jobs O(jobs_label_selectors) select, sorted by name, each with C(metadata) (C(name), C(namespace),
-      C(annotations), C(deletionTimestamp)) and C(status.conditions) only.
-  returned: when O(jobs_label_selectors) is given and the wait succeeded
-  type: list
-  elements: dict
+    - The plan of check O(validation_check) on the ready nodes.
+  returned: when O(validation_check) is given and the wait succeeded
+  type: dict
+  contains:
+    validate:
+      description: Ready nodes without a succeeded Job of the check for their current operand pods.
+      type: list
+      elements: str
+    kept:
+      description: Ready nodes whose succeeded Job stands.
+      type: list
+      elements: str
+    stale:
+      description: The check's other Jobs, to delete, as C(apiVersion), C(kind), C(metadata.name), C(metadata.namespace).
+      type: list
+      elements: dict
 problems:
   description:
     - Causes seen at the last look, each with kind (image, crash, config, failed, missing, unschedulable,

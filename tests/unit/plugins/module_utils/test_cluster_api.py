@@ -8,7 +8,6 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import api_exception
 
-from ansible_collections.accelerators.gpu.plugins.module_utils import cluster_api
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import APIError, ClusterAPI
 from ansible_collections.accelerators.gpu.plugins.module_utils.dtk import NOT_OPENSHIFT, STREAM_MISSING
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s import client as k8s_client

@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
+from ansible_collections.accelerators.gpu.plugins.module_utils import operand_wait
 from ansible_collections.accelerators.gpu.plugins.module_utils.operand_wait import WAIT_ARGUMENT_SPEC, job_summary, wait_params
 from ansible_collections.accelerators.gpu.plugins.module_utils.validation import validation_plan
 
@@ -21,3 +22,35 @@ def test_wait_params_are_the_defaults_and_what_is_given():
     params = wait_params('daemonsets', namespace='gpu', names=['d'], timeout=9)
     assert set(params) == set(WAIT_ARGUMENT_SPEC) | {'wait_for'}
     assert (params['wait_for'], params['timeout'], params['grace'], params['label_selectors']) == ('daemonsets', 9, 20, [])
+
+
+class Reads:
+    """Stands for operand_wait.OperandReads, of which the plan reads only the check's Jobs."""
+
+    def __init__(self, jobs):
+        self.jobs_read = jobs
+        self.selectors = []
+
+    def jobs(self, names, selector):
+        self.selectors.append(selector)
+        return self.jobs_read, []
+
+
+def test_a_validation_check_is_planned_on_the_ready_nodes_from_its_jobs(monkeypatch):
+    passed = {'metadata': {'name': 'driver-a', 'namespace': 'gpu',
+                           'annotations': {'accelerators.gpu/node': 'a', 'accelerators.gpu/validated-pods': 'pod-a'}},
+              'status': {'conditions': [{'type': 'Complete', 'status': 'True'}]}}
+    outdated = {'metadata': {'name': 'driver-b', 'namespace': 'gpu',
+                             'annotations': {'accelerators.gpu/node': 'b', 'accelerators.gpu/validated-pods': 'old'}},
+                'status': {'conditions': [{'type': 'Complete', 'status': 'True'}]}}
+    reads = Reads([passed, outdated])
+    monkeypatch.setattr(operand_wait, 'OperandReads', lambda api, namespace: reads)
+    monkeypatch.setattr(operand_wait, '_observer', lambda params, reads: ('DaemonSet gpu/d', None))
+    monkeypatch.setattr(operand_wait, '_wait', lambda params, reads, subject, observe, **kwargs: {
+        'ready': True, 'ready_nodes': ['a', 'b'], 'ready_pods': {'a': 'pod-a', 'b': 'pod-b'}})
+    result = operand_wait.wait_for_operands(
+        wait_params('daemonsets', namespace='gpu', names=['d'], validation_check='driver'), api=None)
+    assert reads.selectors == ['app.kubernetes.io/component=gpu-validation,accelerators.gpu/validation=driver']
+    assert result['validation'] == {
+        'validate': ['b'], 'kept': ['a'],
+        'stale': [{'apiVersion': 'batch/v1', 'kind': 'Job', 'metadata': {'name': 'driver-b', 'namespace': 'gpu'}}]}
