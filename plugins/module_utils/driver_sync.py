@@ -13,7 +13,7 @@ from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api impor
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import (
     COMPONENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, PlanError, desired_driver_daemonsets, nodes_left_without_driver,
     plan_driver_changes)
-from ansible_collections.accelerators.gpu.plugins.module_utils.dtk import resolve_dtk_images
+from ansible_collections.accelerators.gpu.plugins.module_utils.dtk_lookup import dtk_images_as_pulled
 from ansible_collections.accelerators.gpu.plugins.module_utils.image_list import pod_template_images
 from ansible_collections.accelerators.gpu.plugins.module_utils.mirrors import mirror_rules
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import node_facts
@@ -58,13 +58,16 @@ def given_dtk_images(dtk_images):
     return entries
 
 
-def _looked_up_dtk_images(api, facts_list, prepare_versions):
+def _looked_up_dtk_images(module, api, facts_list, prepare_versions):
+    """As dtk_image_lookup finds them (with dtk_overrides), warning about the images no node could pull."""
     versions = set(facts['rhcos_version'] for facts in facts_list if facts['gpu_present'] and facts['rhcos_version'])
     versions.update(prepare_versions)
     if not versions:
         return {}
-    imagestream, absence = api.read_dtk_imagestream()
-    return resolve_dtk_images(imagestream, versions, stream_absence=absence)['versions']
+    found = dtk_images_as_pulled(api, sorted(versions), module.params['dtk_overrides'])
+    for problem in found['problems']:
+        module.warn(problem)
+    return found['images']
 
 
 def _diffable(daemonset):
@@ -152,7 +155,7 @@ def _plan(module, api):
         facts_list = given_node_facts(params['nodes'])
     if params['dtk_images'] is None:
         dtk_images = ({} if params['mode'] == 'single'
-                      else _looked_up_dtk_images(api, facts_list,
+                      else _looked_up_dtk_images(module, api, facts_list,
                                                  params['prepare_versions'] if params['mode'] == 'rhcos' else ()))
     else:
         dtk_images = given_dtk_images(params['dtk_images'])

@@ -75,11 +75,13 @@ def release_dtk_image(module, release):
     return parse_release_info(out, release)
 
 
-def run(module, api):
-    params = module.params
+def dtk_images_as_pulled(api, versions, overrides=None, apply_mirrors=True):
+    """{images, unresolved, problems, notes, mirror_rules}: the DTK image of each RHCOS version from the
+    openshift/driver-toolkit image stream (or overrides), with the references a node pulls through the cluster's
+    mirror rules; an image no rule lets a node pull is a problem, as is a stream entry that cannot be used."""
     imagestream, absence = api.read_dtk_imagestream()
-    resolved = resolve_dtk_images(imagestream, params['versions'], params['overrides'], absence)
-    rules = mirror_rules(**api.list_mirror_sets()) if params['apply_mirrors'] else []
+    resolved = resolve_dtk_images(imagestream, versions, overrides, absence)
+    rules = mirror_rules(**api.list_mirror_sets()) if apply_mirrors else []
     problems = list(resolved['problems'])
     images = {}
     for version, entry in resolved['versions'].items():
@@ -90,8 +92,15 @@ def run(module, api):
                 problems.append(_blocked_message('DTK image of RHCOS %s' % version, entry['image']))
         images[version] = entry
     unresolved = sorted(version for version, entry in images.items() if entry['status'] != 'resolved')
-    result = {'changed': False, 'images': images, 'unresolved': unresolved, 'problems': problems,
-              'notes': resolved['notes'], 'mirror_rules': rules}
+    return {'images': images, 'unresolved': unresolved, 'problems': problems, 'notes': resolved['notes'],
+            'mirror_rules': rules}
+
+
+def run(module, api):
+    params = module.params
+    result = dict(dtk_images_as_pulled(api, params['versions'], params['overrides'], params['apply_mirrors']),
+                  changed=False)
+    images, unresolved, problems, rules = (result[key] for key in ('images', 'unresolved', 'problems', 'mirror_rules'))
     if params['release']:
         image, rhcos = release_dtk_image(module, params['release'])
         result['release'] = dict(pull_references(image, rules), release=params['release'], rhcos=rhcos)

@@ -157,8 +157,16 @@ options:
     description:
       - DTK image by RHCOS version, as C(images) of M(accelerators.gpu.dtk_image_lookup) (whose unresolved entries
         block their version), or plain image references.
-      - When omitted the module reads the C(openshift/driver-toolkit) image stream itself (not with I(mode=single)).
+      - When omitted the module finds them as M(accelerators.gpu.dtk_image_lookup) does (not with I(mode=single)):
+        from the C(openshift/driver-toolkit) image stream or I(dtk_overrides), warning about an image that the
+        cluster's mirror rules let no node pull.
     type: dict
+  dtk_overrides:
+    description:
+      - DTK image by RHCOS version, winning over the image stream, when the module finds the DTK images itself
+        (I(dtk_images) omitted).
+    type: dict
+    default: {}
   precompiled_available:
     description:
       - With I(mode=kernel), the precompiled driver images that exist; a kernel whose image is not listed falls back to a
@@ -444,6 +452,7 @@ def main():
         label_selector=dict(type='str'),
         page_size=dict(type='int', default=DEFAULT_PAGE_SIZE),
         dtk_images=dict(type='dict'),
+        dtk_overrides=dict(type='dict', default={}),
         precompiled_available=dict(type='list', elements='str'),
         precompiled_registry_check=dict(type='dict', options=dict(
             pull_secrets=dict(type='list', elements='str', no_log=False),

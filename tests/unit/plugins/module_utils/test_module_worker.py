@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The module worker's pure parts: its name, its directory, its framing. tests/cluster/test_module_worker.py runs it."""
+"""The module worker's pure parts: its name, its directory, its framing. tests/cluster/test_module_worker_playbooks.py runs it."""
 
 from __future__ import absolute_import, division, print_function
 
