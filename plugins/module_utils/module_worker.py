@@ -50,6 +50,8 @@ DEFAULT_IDLE_SECONDS = 120
 # What the worker imports once for every module it runs: the Kubernetes client and what it pulls in.
 PRELOAD = ('kubernetes', 'kubernetes.dynamic', 'urllib3', 'yaml', 'jsonpatch')
 _LENGTH = struct.Struct('!Q')
+# Longest socket path without its suffix: AF_UNIX addresses hold 107 bytes on Linux, 103 on BSDs.
+_MAX_PATH = 98
 
 
 def _socket_dir():
@@ -138,6 +140,8 @@ def forward():
     base_path = [entry for entry in sys.path if not entry.startswith(payload)]
     source = _own_source()
     path = os.path.join(directory, worker_key(sys.executable, base_path, source))
+    if len(path) > _MAX_PATH:
+        return  # a socket path this long cannot be bound
     request = json.dumps({
         'payload': payload, 'module_fqn': module_fqn, 'params': base64.b64encode(params).decode('ascii'),
         'profile': getattr(basic, '_ANSIBLE_PROFILE', None), 'env': dict(os.environ), 'cwd': os.getcwd(),
@@ -227,7 +231,10 @@ def serve(path, idle_seconds, base_path):
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             _run_request(conn)
     finally:
-        os.unlink(address)
+        try:
+            os.unlink(address)
+        except OSError:
+            pass  # its directory went first
         lock.close()
 
 

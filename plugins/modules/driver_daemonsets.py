@@ -157,8 +157,8 @@ options:
     description:
       - DTK image by RHCOS version, as C(images) of M(accelerators.gpu.dtk_image_lookup) (whose unresolved entries
         block their version), or plain image references.
-      - When omitted the module finds them as M(accelerators.gpu.dtk_image_lookup) does (not with I(mode=single)):
-        from the C(openshift/driver-toolkit) image stream or I(dtk_overrides), warning about an image that the
+      - When omitted the module finds them as M(accelerators.gpu.dtk_image_lookup) does (not with I(mode=single)),
+        from the C(openshift/driver-toolkit) image stream or I(dtk_overrides), and warns about an image that the
         cluster's mirror rules let no node pull.
     type: dict
   dtk_overrides:
