@@ -50,8 +50,9 @@ DEFAULT_IDLE_SECONDS = 120
 # What the worker imports once for every module it runs: the Kubernetes client and what it pulls in.
 PRELOAD = ('kubernetes', 'kubernetes.dynamic', 'urllib3', 'yaml', 'jsonpatch')
 _LENGTH = struct.Struct('!Q')
-# Longest socket path without its suffix: AF_UNIX addresses hold 107 bytes on Linux, 103 on BSDs.
-_MAX_PATH = 98
+# Longest socket path without its suffix ('.sock' and, while it is bound, '.<pid>'): AF_UNIX addresses hold 107
+# bytes on Linux, 103 on BSDs.
+_MAX_PATH = 88
 
 
 def _socket_dir():
@@ -213,8 +214,11 @@ def serve(path, idle_seconds, base_path):
     if os.path.exists(address):
         os.unlink(address)  # left by a worker that died: the lock says none is alive
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(address)
+    # Bound and listening before it has its name: a socket that exists is one that takes connections.
+    staging = '%s.%d' % (address, os.getpid())
+    listener.bind(staging)
     listener.listen(16)
+    os.rename(staging, address)
     listener.settimeout(idle_seconds)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the children
     _cache_compiled_sources(_private_dir(path + '.code'))
