@@ -31,6 +31,15 @@ def sockets(tmp_path):
     return list((tmp_path / "run").glob("accelerators-gpu-*/*.sock"))
 
 
+def until_served(cluster, tmp_path, env):
+    """Run a module until the worker serves one (a module that comes while it starts runs on its own); returns how
+    many requests it has served."""
+    def served_one():
+        run(cluster, "accelerators.gpu.cluster_facts", {"namespace": "default"}, extra_env=env)
+        return len(served(tmp_path))
+    return wait_for(served_one, timeout=60, interval=0.5, message="a module run served by the worker")
+
+
 class OnlyKubeconfig:
     """A cluster reached through KUBECONFIG alone (no K8S_AUTH_KUBECONFIG), as the kubernetes client's default."""
 
@@ -45,21 +54,24 @@ def test_the_first_run_starts_a_worker_that_serves_the_next_runs_each_with_its_o
     first = run(cluster, "accelerators.gpu.cluster_facts", args, extra_env=env)
     assert not first.get("failed"), first
     assert served(tmp_path) == []  # it ran in its own process, and started the worker
-    wait_for(lambda: sockets(tmp_path), message="the worker's socket")
+    before = until_served(cluster, tmp_path, env)
 
     # KUBECONFIG alone names the cluster: the worker imported the kubernetes client with none set, so the run's
-    # own value must be the one used.
-    second = run(OnlyKubeconfig(cluster, cluster.kubeconfig), "accelerators.gpu.cluster_facts", args, extra_env=env)
-    assert not second.get("failed"), second
-    missing = str(tmp_path / "no-such-kubeconfig")
-    third = run(OnlyKubeconfig(cluster, missing), "accelerators.gpu.cluster_facts", args, extra_env=env)
-    assert third.get("failed"), third
+    # own value must be the one used. Each run is repeated until the worker served it: a run may still go to a
+    # process of its own (see the closing note of session 4), which proves nothing about the worker.
+    def served_run(kubeconfig):
+        count = len(served(tmp_path))
+        result = run(OnlyKubeconfig(cluster, kubeconfig), "accelerators.gpu.cluster_facts", args, extra_env=env)
+        return (result, served(tmp_path)[count]) if len(served(tmp_path)) > count else None
 
-    requests = served(tmp_path)
-    assert [(r["module"].rsplit(".", 1)[-1], r["rc"]) for r in requests] == [
-        ("cluster_facts", "0"), ("cluster_facts", "1")]
-    assert requests[0]["worker"] == requests[1]["worker"]
-    assert requests[0]["pid"] != requests[1]["pid"]  # a child per request
+    second, second_request = wait_for(lambda: served_run(cluster.kubeconfig), timeout=60, message="a served run")
+    assert not second.get("failed") and second_request["rc"] == "0", second
+    third, third_request = wait_for(lambda: served_run(str(tmp_path / "no-such-kubeconfig")), timeout=60,
+                                    message="a served run")
+    assert third.get("failed") and third_request["rc"] == "1", third
+    assert second_request["worker"] == third_request["worker"]
+    assert second_request["pid"] != third_request["pid"]  # a child per request
+    assert before >= 1
     # Served or not, a module returns the same result (the first run also filled kubernetes.core's discovery cache).
     assert dict(second, api_requests=None) == dict(first, api_requests=None)
 
@@ -69,12 +81,16 @@ def test_check_mode_and_diff_reach_the_module_in_the_worker(cluster, tmp_path):
     name = "worker-check-%d" % os.getpid()
     config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"},
                   "data": {"key": "value"}}
-    run(cluster, "accelerators.gpu.cluster_facts", {"namespace": "default"}, extra_env=env)
-    wait_for(lambda: sockets(tmp_path), message="the worker's socket")
-    checked = run(cluster, "accelerators.gpu.operand", {"definitions": [config_map]}, check=True, diff=True,
-                  extra_env=env)
+    until_served(cluster, tmp_path, env)
+
+    def served_check():
+        count = len(served(tmp_path))
+        result = run(cluster, "accelerators.gpu.operand", {"definitions": [config_map]}, check=True, diff=True,
+                     extra_env=env)
+        return result if served(tmp_path)[count:] and served(tmp_path)[-1]["module"].endswith(".operand") else None
+
+    checked = wait_for(served_check, timeout=60, message="a check-mode run served by the worker")
     assert checked["changed"] and checked["diff"], checked
-    assert served(tmp_path)[-1]["module"].endswith(".operand")
     assert name not in [item.metadata.name for item in cluster.core.list_namespaced_config_map("default").items]
 
 
