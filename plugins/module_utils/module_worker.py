@@ -316,12 +316,14 @@ def _run_request(conn):
                 stream.flush()
             except (OSError, ValueError):
                 pass
+        # Logged before the exit code goes: the stub then closes the connection, and the watch thread ends this
+        # process at once.
+        _log('%s pid=%d worker=%d rc=%s seconds=%.3f'
+             % (module_fqn, os.getpid(), os.getppid(), rc, time.monotonic() - started))
         try:
             _send_frame(conn, json.dumps({'rc': rc}).encode('utf-8'))
         except OSError:
             pass
-        _log('%s pid=%d worker=%d rc=%s seconds=%.3f'
-             % (module_fqn, os.getpid(), os.getppid(), rc, time.monotonic() - started))
         os._exit(0)
 
 

@@ -57,17 +57,17 @@ def test_the_first_run_starts_a_worker_that_serves_the_next_runs_each_with_its_o
     before = until_served(cluster, tmp_path, env)
 
     # KUBECONFIG alone names the cluster: the worker imported the kubernetes client with none set, so the run's
-    # own value must be the one used. Each run is repeated until the worker served it: a run may still go to a
-    # process of its own (see the closing note of session 4), which proves nothing about the worker.
+    # own value must be the one used. Once the worker serves, it serves every run.
     def served_run(kubeconfig):
         count = len(served(tmp_path))
         result = run(OnlyKubeconfig(cluster, kubeconfig), "accelerators.gpu.cluster_facts", args, extra_env=env)
-        return (result, served(tmp_path)[count]) if len(served(tmp_path)) > count else None
+        requests = served(tmp_path)[count:]
+        assert len(requests) == 1, (result, requests)
+        return result, requests[0]
 
-    second, second_request = wait_for(lambda: served_run(cluster.kubeconfig), timeout=60, message="a served run")
+    second, second_request = served_run(cluster.kubeconfig)
     assert not second.get("failed") and second_request["rc"] == "0", second
-    third, third_request = wait_for(lambda: served_run(str(tmp_path / "no-such-kubeconfig")), timeout=60,
-                                    message="a served run")
+    third, third_request = served_run(str(tmp_path / "no-such-kubeconfig"))
     assert third.get("failed") and third_request["rc"] == "1", third
     assert second_request["worker"] == third_request["worker"]
     assert second_request["pid"] != third_request["pid"]  # a child per request
@@ -83,13 +83,10 @@ def test_check_mode_and_diff_reach_the_module_in_the_worker(cluster, tmp_path):
                   "data": {"key": "value"}}
     until_served(cluster, tmp_path, env)
 
-    def served_check():
-        count = len(served(tmp_path))
-        result = run(cluster, "accelerators.gpu.operand", {"definitions": [config_map]}, check=True, diff=True,
-                     extra_env=env)
-        return result if served(tmp_path)[count:] and served(tmp_path)[-1]["module"].endswith(".operand") else None
-
-    checked = wait_for(served_check, timeout=60, message="a check-mode run served by the worker")
+    count = len(served(tmp_path))
+    checked = run(cluster, "accelerators.gpu.operand", {"definitions": [config_map]}, check=True, diff=True,
+                  extra_env=env)
+    assert [request["module"].rsplit(".", 1)[-1] for request in served(tmp_path)[count:]] == ["operand"], checked
     assert checked["changed"] and checked["diff"], checked
     assert name not in [item.metadata.name for item in cluster.core.list_namespaced_config_map("default").items]
 
