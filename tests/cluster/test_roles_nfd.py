@@ -43,11 +43,14 @@ def test_openshift_installs_nfd_through_olm_and_waits_for_the_labels(cluster, ma
     assert not [n for n in fleet.node_names if PCI_10DE in (cluster.core.read_node(n).metadata.labels or {})]
     first = outcome(run_nfd(cluster, fleet.spec))
     facts = [r for r in first if "nodes" in r and "groups" in r][-1]
-    # Every node of the fleet was labelled by the time the role returned; the wait said which were GPU nodes.
+    # Every node of the fleet was labelled by the time the role returned; the wait said which were GPU nodes, and
+    # labelled those for the operands.
     for name in fleet.node_names:
         labels = cluster.core.read_node(name).metadata.labels
         assert labels[OSTREE] in (RHCOS_416, RHCOS_96)
         assert (labels.get(PCI_10DE) == "true") == ("cpu" not in name)
+        expected = "true" if "cpu" not in name else None
+        assert [labels.get("nvidia.com/gpu.present"), labels.get("nvidia.com/gpu.deploy.driver")] == [expected] * 2
     assert sorted(facts["groups"]["by_rhcos"][RHCOS_416]) == sorted(n for n in fleet.node_names if n.endswith(
         ("gpu-0", "gpu-1")))
     subscription = cluster.custom.get_namespaced_custom_object("operators.coreos.com", "v1alpha1", "openshift-nfd",
