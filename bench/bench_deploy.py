@@ -2,13 +2,14 @@
 
 Starts its own local cluster with bench/fleets/deploy.yml (100 GPU nodes on two RHCOS builds, CPU-only nodes, a
 simulated driver build of driver_build_seconds on every GPU node), then measures, side by side in the same run:
-- ours: the deploy playbook from an empty cluster to a validated stack, then its no-op re-run (the module worker
-  that the first run started serves its modules), and a no-op re-run that finds no module worker running (its
-  first module starts one);
+- ours: the deploy playbook from an empty cluster to a validated stack, then its no-op re-runs (the module worker
+  that the first run started serves their modules), and no-op re-runs that find no module worker running (the
+  first module of each starts one);
 - the peer: bench/peer_deploy.yml (kubernetes.core and Jinja only, until: waits), applying the same manifests,
   rendered from the objects our deploy created (after our uninstall, so that it also starts from nothing), first
-  run and no-op re-run.
-Per run: wall time, the time spent in wait tasks (profile_tasks) and the rest, the orchestration; the recap.
+  run and no-op re-runs.
+Per run: wall time, the time spent in wait tasks (profile_tasks) and the rest, the orchestration; the recap. Each
+no-op is run NOOP_RUNS times: the table shows the median run and the range of wall times.
 Run: make bench-deploy  (or make bench, which runs both benchmarks)
 """
 
@@ -39,6 +40,8 @@ RECAP = re.compile(r"^localhost +: (.*)$")
 # Server-set fields a manifest does not carry.
 SERVER_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration", "deprecated.daemonset.template.generation")
 SERVICE_FIELDS = ("clusterIP", "clusterIPs")
+# No-op runs per playbook: one run's wall time moves with what else the machine does, the median less.
+NOOP_RUNS = 3
 
 
 def run_playbook(playbook, env, variables=None):
@@ -63,6 +66,16 @@ def run_playbook(playbook, env, variables=None):
     recaps = [match.group(1) for match in map(RECAP.match, lines) if match]
     recap = dict((key, int(value)) for key, value in (item.split("=") for item in recaps[-1].split()))
     return seconds, waits, recap, process.stdout, cpu
+
+
+def repeat_noop(playbook, env, variables=None):
+    """NOOP_RUNS runs of a playbook that has nothing left to change."""
+    return [run_playbook(playbook, env, variables) for _run in range(NOOP_RUNS)]
+
+
+def median_run(runs):
+    """The run of median wall time (the recap shown for it; the changed count of the table is the worst run's)."""
+    return sorted(runs, key=lambda run: run[0])[len(runs) // 2]
 
 
 def manifest(obj):
@@ -148,12 +161,15 @@ def main():
                    ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks", PROFILE_TASKS_TASK_OUTPUT_LIMIT="all")
         results = {}
         first = run_playbook("accelerators.gpu.deploy", env)
-        results["ours"] = (first, run_playbook("accelerators.gpu.deploy", env))
-        (ROOT / ".build" / "bench-deploy-ours-first.log").write_text(results["ours"][0][3])
-        (ROOT / ".build" / "bench-deploy-ours-noop.log").write_text(results["ours"][1][3])
-        with tempfile.TemporaryDirectory(prefix="bench-no-worker-") as runtime:
-            # A socket directory of its own: no module worker is running there yet.
-            cold = run_playbook("accelerators.gpu.deploy", dict(env, XDG_RUNTIME_DIR=runtime))
+        (ROOT / ".build" / "bench-deploy-ours-first.log").write_text(first[3])
+        results["ours"] = (first, repeat_noop("accelerators.gpu.deploy", env))
+        (ROOT / ".build" / "bench-deploy-ours-noop.log").write_text(results["ours"][1][0][3])
+        cold = []
+        for _run in range(NOOP_RUNS):
+            with tempfile.TemporaryDirectory(prefix="bench-no-worker-") as runtime:
+                # A socket directory of its own: no module worker is running there yet.
+                cold.append(run_playbook("accelerators.gpu.deploy", dict(env, XDG_RUNTIME_DIR=runtime)))
+        results["ours, no worker at start"] = (None, cold)
         with tempfile.TemporaryDirectory(prefix="bench-peer-") as directory:
             counts = write_manifests(client, Path(directory))
             print("peer manifests from our objects: %s" % ", ".join("%s %d" % item for item in counts.items()))
@@ -161,22 +177,26 @@ def main():
             peer = str(ROOT / "bench" / "peer_deploy.yml")
             variables = {"peer_manifests": directory, "peer_gpu_nodes": gpu_nodes}
             first = run_playbook(peer, env, variables)
-            results["peer"] = (first, run_playbook(peer, env, variables))
+            results["peer"] = (first, repeat_noop(peer, env, variables))
         print("\nansible-playbook, %d GPU nodes on 2 RHCOS builds + %d CPU nodes; load average %.1f at the end" % (
             gpu_nodes, len(nodes) - gpu_nodes, os.getloadavg()[0]))
-        header = ("", "run", "wall s", "in waits", "orchestration", "CPU s", "recap")
-        print("%-5s %-6s %8s %9s %14s %8s  %s" % header)
-        for label, runs in results.items():
-            for name, (seconds, waits, recap, _output, cpu) in zip(("first", "no-op"), runs):
-                print("%-5s %-6s %8.1f %9.1f %14.1f %8.1f  ok=%d changed=%d" % (
-                    label, name, seconds, waits, seconds - waits, cpu, recap.get("ok", 0), recap.get("changed", 0)))
-        seconds, waits, recap, _output, cpu = cold
-        print("%-5s %-6s %8.1f %9.1f %14.1f %8.1f  ok=%d changed=%d  (no module worker running at its start)" % (
-            "ours", "no-op", seconds, waits, seconds - waits, cpu, recap.get("ok", 0), recap.get("changed", 0)))
+        print("no-op rows: the median of %d runs, and their range" % NOOP_RUNS)
+        print("%-26s %-6s %8s %13s %9s %14s %8s  %s" % (
+            "", "run", "wall s", "wall range", "in waits", "orchestration", "CPU s", "recap"))
+        for label, (first, noops) in results.items():
+            for name, runs in (("first", [first] if first else []), ("no-op", noops)):
+                if not runs:
+                    continue
+                seconds, waits, recap, _output, cpu = median_run(runs)
+                spread = "%.1f-%.1f" % (min(r[0] for r in runs), max(r[0] for r in runs)) if len(runs) > 1 else ""
+                print("%-26s %-6s %8.1f %13s %9.1f %14.1f %8.1f  ok=%d changed=%d" % (
+                    label, name, seconds, spread, waits, seconds - waits, cpu, recap.get("ok", 0),
+                    max(r[2].get("changed", 0) for r in runs)))
         for column, index in (("wall", 0), ("CPU", 4)):
+            peer_noop = median_run(results["peer"][1])[index]
             print("peer/ours %s: first run %.1fx, no-op run %.1fx (%.1fx with no module worker running)" % (
                 column, results["peer"][0][index] / results["ours"][0][index],
-                results["peer"][1][index] / results["ours"][1][index], results["peer"][1][index] / cold[index]))
+                peer_noop / median_run(results["ours"][1])[index], peer_noop / median_run(cold)[index]))
         print("target: our no-op under 30 s and the peer's no-op >= 3x ours")
         print("our runs' profiles: .build/bench-deploy-ours-first.log, .build/bench-deploy-ours-noop.log")
     finally:
