@@ -213,10 +213,15 @@ def test_fleet_labels_and_node_info_agree(cluster, make_fleet):
 
 
 def test_nfd_labels_arrive_with_a_ready_nfd_worker(cluster, namespace, make_fleet):
-    fleet = make_fleet(gpu_fleet(nfd="worker"))
+    # A taint only this test's nfd-worker tolerates: an NFD another test left in the session cluster would label
+    # the node too.
+    taint = {"key": "smoke.test/nfd", "value": namespace, "effect": "NoSchedule"}
+    fleet = make_fleet(gpu_fleet(nfd="worker", nodes=[dict(gpu_fleet()["nodes"][0], count=1, taints=[taint])]))
     node = fleet.node_names[0]
     assert PCI_10DE not in (cluster.core.read_node(node).metadata.labels or {})
-    cluster.apps.create_namespaced_daemon_set(namespace, daemonset("worker", "nfd-worker"))
+    worker = daemonset("worker", "nfd-worker")
+    worker["spec"]["template"]["spec"]["tolerations"] = [dict(taint, operator="Equal")]
+    cluster.apps.create_namespaced_daemon_set(namespace, worker)
     wait_for(lambda: (cluster.core.read_node(node).metadata.labels or {}).get(PCI_10DE) == "true",
              message="NFD labels on " + node)
     annotations = cluster.core.read_node(node).metadata.annotations
