@@ -69,6 +69,14 @@ options:
       - A node of C(ready_nodes) whose Job succeeded for its current C(ready_pods) is kept; the other nodes are to
         validate, and the check's other Jobs (failed, outdated, of nodes no longer ready) are stale.
     type: str
+  accept_outdated:
+    description:
+      - With V(daemonsets), a ready pod of an C(OnDelete) DaemonSet that runs an older revision counts as ready: its
+        node is served until a rollout (M(accelerators.gpu.driver_upgrade)) replaces the pod. Such nodes are returned
+        in C(outdated_nodes).
+      - Without it the wait waits for those pods to be replaced, which nothing but a rollout does.
+    type: bool
+    default: false
   timeout:
     description: Seconds to wait at most.
     type: int

@@ -243,6 +243,25 @@ class ClusterAPI:
     def list_pod_disruption_budgets(self, namespace):
         return list(self._list('/apis/policy/v1/namespaces/%s/poddisruptionbudgets' % namespace))
 
+    def patch_node(self, name, body):
+        """A JSON merge patch of a node (metadata labels and annotations, spec.unschedulable; None removes)."""
+        return self._request('PATCH', '%s/%s' % (NODES, name), body=body,
+                             content_type='application/merge-patch+json', write=True)
+
+    def list_pods(self, namespace, label_selector=None):
+        return list(self._list('/api/v1/namespaces/%s/pods' % namespace, label_selector))
+
+    def delete_pod(self, namespace, name, uid):
+        """Delete a pod only if it is still the pod read (uid), else APIError 409."""
+        return self.delete_object('/api/v1/namespaces/%s/pods/%s' % (namespace, name), {'uid': uid})
+
+    def list_revisions(self, namespace, label_selector=None):
+        """ControllerRevisions: a DaemonSet's carry its pods' labels (and so its selector)."""
+        return list(self._list('/apis/apps/v1/namespaces/%s/controllerrevisions' % namespace, label_selector))
+
+    def list_jobs(self, namespace, label_selector=None):
+        return list(self._list('/apis/batch/v1/namespaces/%s/jobs' % namespace, label_selector))
+
     def read_optional(self, path):
         """(the object at path or None, whether the API server serves its API): an absent object is no error."""
         try:

@@ -40,9 +40,13 @@ SHARED_DIR = '/mnt/shared-nvidia-driver-toolkit'
 DTK_SIDECAR_SCRIPT = (
     'until [ -f %s/dir_prepared ]; do sleep 10; done; exec %s/ocp_dtk_entrypoint dtk-build-driver'
     % (SHARED_DIR, SHARED_DIR))
+MANAGER_CONTAINER = 'k8s-driver-manager'
+# The ConfigMap (applied by the driver role) whose script the startup probe runs, as the GPU Operator's.
+STARTUP_PROBE_CONFIGMAP = 'nvidia-driver-startup-probe'
+STARTUP_PROBE_SCRIPT = '/usr/local/bin/startup-probe.sh'
 # 60 s + 120 x 10 s: about 21 minutes, enough for a driver build.
 DEFAULT_STARTUP_PROBE = {
-    'exec': {'command': ['sh', '-c', 'nvidia-smi && touch /run/nvidia/validations/.driver-ctr-ready']},
+    'exec': {'command': ['sh', STARTUP_PROBE_SCRIPT]},
     'initialDelaySeconds': 60,
     'periodSeconds': 10,
     'failureThreshold': 120,
@@ -57,7 +61,29 @@ HOST_VOLUMES = (
     ('var-log', '/var/log', None, '/var/log', {}),
     ('dev-log', '/dev/log', None, '/dev/log', {}),
     ('host-os-release', '/etc/os-release', None, '/host-etc/os-release', {'readOnly': True}),
+    # NVSwitch systems (HGX): the fabric manager and topology daemon the driver container starts.
+    ('run-nvidia-fabricmanager', '/run/nvidia-fabricmanager', 'DirectoryOrCreate', '/run/nvidia-fabricmanager', {}),
+    ('run-nvidia-topologyd', '/run/nvidia-topologyd', 'DirectoryOrCreate', '/run/nvidia-topologyd', {}),
+    ('mlnx-ofed-usr-src', '/run/mellanox/drivers/usr/src', 'DirectoryOrCreate', '/run/mellanox/drivers/usr/src',
+     {'mountPropagation': 'HostToContainer'}),
+    ('run-mellanox-drivers', '/run/mellanox/drivers', 'DirectoryOrCreate', '/run/mellanox/drivers',
+     {'mountPropagation': 'HostToContainer'}),
+    # Grace Hopper: memory blocks onlined by the driver.
+    ('sysfs-memory-online', '/sys/devices/system/memory/auto_online_blocks', None,
+     '/sys/devices/system/memory/auto_online_blocks', {}),
+    # GSP firmware: the kernel's firmware search path points into the driver's root.
+    ('firmware-search-path', '/sys/module/firmware_class/parameters/path', None,
+     '/sys/module/firmware_class/parameters/path', {}),
+    ('nv-firmware', '/run/nvidia/driver/lib/firmware', 'DirectoryOrCreate', '/lib/firmware', {}),
+    # Only k8s-driver-manager mounts these two.
+    ('host-root', '/', None, '/host', {'readOnly': True, 'mountPropagation': 'HostToContainer'}),
+    ('host-sys', '/sys', 'Directory', '/sys', {}),
 )
+DRIVER_MOUNTS = ('run-nvidia', 'run-nvidia-fabricmanager', 'run-nvidia-topologyd', 'var-log', 'dev-log',
+                 'host-os-release', 'mlnx-ofed-usr-src', 'run-mellanox-drivers', 'sysfs-memory-online',
+                 'firmware-search-path', 'nv-firmware')
+DTK_MOUNTS = ('var-log', 'mlnx-ofed-usr-src', 'host-os-release')
+MANAGER_MOUNTS = ('run-nvidia', 'host-root', 'host-sys', 'run-mellanox-drivers')
 
 _DNS_SUBDOMAIN_RE = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')
 _IMAGE_TAG_RE = re.compile(r'^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$')
@@ -175,12 +201,33 @@ def _env(defaults, extra):
     return env
 
 
-def _mounts(with_shared, names=None):
-    mounts = [dict({'name': name, 'mountPath': path}, **options)
-              for name, _host, _kind, path, options in HOST_VOLUMES if names is None or name in names]
+def _mounts(with_shared, names):
+    by_name = dict((volume[0], volume) for volume in HOST_VOLUMES)
+    mounts = [dict({'name': name, 'mountPath': by_name[name][3]}, **by_name[name][4]) for name in names]
     if with_shared:
         mounts.append({'name': SHARED_VOLUME, 'mountPath': SHARED_DIR})
     return mounts
+
+
+def _manager_container(spec):
+    """k8s-driver-manager, the GPU Operator's init container: before a new driver container starts on a node, it
+    stops the operands that hold the driver, evicts the GPU workloads (or drains, with its settings: spec's env) and
+    unloads the old modules."""
+    manager = spec['manager']
+    return {
+        'name': MANAGER_CONTAINER,
+        'image': manager['image'],
+        'imagePullPolicy': spec.get('image_pull_policy') or 'IfNotPresent',
+        'command': ['driver-manager'],
+        'args': ['uninstall_driver'],
+        'env': _env([{'name': 'NODE_NAME', 'valueFrom': {'fieldRef': {'fieldPath': 'spec.nodeName'}}},
+                     # The driver containers use runc, never the NVIDIA runtime.
+                     {'name': 'NVIDIA_VISIBLE_DEVICES', 'value': 'void'},
+                     {'name': 'OPERATOR_NAMESPACE', 'valueFrom': {'fieldRef': {'fieldPath': 'metadata.namespace'}}}],
+                    manager.get('env')),
+        'securityContext': {'privileged': True},
+        'volumeMounts': _mounts(False, MANAGER_MOUNTS),
+    }
 
 
 def _driver_container(spec, image, dtk):
@@ -193,7 +240,8 @@ def _driver_container(spec, image, dtk):
         'env': _env([{'name': 'NODE_NAME', 'valueFrom': {'fieldRef': {'fieldPath': 'spec.nodeName'}}}],
                     spec.get('env')),
         'securityContext': copy.deepcopy(PRIVILEGED),
-        'volumeMounts': _mounts(dtk),
+        'volumeMounts': _mounts(dtk, DRIVER_MOUNTS) + [
+            {'name': 'driver-startup-probe-script', 'mountPath': STARTUP_PROBE_SCRIPT, 'subPath': 'startup-probe.sh'}],
         'startupProbe': copy.deepcopy(spec.get('startup_probe') or DEFAULT_STARTUP_PROBE),
         'lifecycle': {'preStop': {'exec': {'command': [
             '/bin/sh', '-c', 'rm -f /run/nvidia/validations/.driver-ctr-ready']}}},
@@ -216,7 +264,7 @@ def _dtk_container(spec, image, rhcos):
         'args': [DTK_SIDECAR_SCRIPT],
         'env': [{'name': 'RHCOS_VERSION', 'value': rhcos}, {'name': 'NVIDIA_VISIBLE_DEVICES', 'value': 'void'}],
         'securityContext': copy.deepcopy(PRIVILEGED),
-        'volumeMounts': _mounts(True, ('var-log', 'host-os-release')),
+        'volumeMounts': _mounts(True, DTK_MOUNTS),
     }
 
 
@@ -239,6 +287,8 @@ def _daemonset(spec, name, mode_labels, node_selector, containers, kernels=None)
             {'matchExpressions': [{'key': KERNEL_LABEL, 'operator': 'In', 'values': list(kernels)}]}]}}
     volumes = [{'name': vol, 'hostPath': dict({'path': path}, **({'type': kind} if kind else {}))}
                for vol, path, kind, _mount, _options in HOST_VOLUMES]
+    volumes.append({'name': 'driver-startup-probe-script',
+                    'configMap': {'name': STARTUP_PROBE_CONFIGMAP, 'defaultMode': 0o755}})
     if any(c['name'] == DTK_CONTAINER for c in containers):
         volumes.append({'name': SHARED_VOLUME, 'emptyDir': {}})
     if spec.get('trusted_ca_config_map'):
@@ -253,6 +303,8 @@ def _daemonset(spec, name, mode_labels, node_selector, containers, kernels=None)
         'containers': containers,
         'volumes': volumes,
     }
+    if spec.get('manager'):
+        pod_spec['initContainers'] = [_manager_container(spec)]
     if spec.get('image_pull_secrets'):
         pod_spec['imagePullSecrets'] = [{'name': secret} for secret in spec['image_pull_secrets']]
     annotations = dict(spec.get('annotations') or {})

@@ -11,13 +11,14 @@ __metaclass__ = type
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import APIError, TaskError
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import (
-    COMPONENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, PlanError, desired_driver_daemonsets, nodes_left_without_driver,
-    plan_driver_changes)
+    COMPONENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, PlanError, desired_driver_daemonsets, is_subset,
+    nodes_left_without_driver, plan_driver_changes)
 from ansible_collections.accelerators.gpu.plugins.module_utils.dtk_lookup import dtk_images_as_pulled
 from ansible_collections.accelerators.gpu.plugins.module_utils.image_list import pod_template_images
 from ansible_collections.accelerators.gpu.plugins.module_utils.mirrors import mirror_rules
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import node_facts
 from ansible_collections.accelerators.gpu.plugins.module_utils.operand_wait import wait_for_operands, wait_params
+from ansible_collections.accelerators.gpu.plugins.module_utils.readiness import daemonset_state
 from ansible_collections.accelerators.gpu.plugins.module_utils.registry import (
     RegistryClient, docker_config_from_secret, precompiled_available, urllib_transport)
 
@@ -179,6 +180,24 @@ def _plan(module, api):
     return facts_list, plan, existing, changes
 
 
+def outdated_driver_nodes(api, namespace, changes):
+    """{node: DaemonSet} of the nodes whose driver pod runs an older revision than its DaemonSet's newest, or would
+    once this run's updates of DaemonSet pod templates are applied (OnDelete: a rollout must replace it)."""
+    pods = [pod for pod in api.list_pods(namespace, MANAGED_DRIVERS_SELECTOR)
+            if not pod['metadata'].get('deletionTimestamp')]
+    revisions = api.list_revisions(namespace, MANAGED_DRIVERS_SELECTOR)
+    template_changes = set(desired['metadata']['name'] for existing, desired in changes['update']
+                           if not is_subset(desired['spec']['template'], existing['spec']['template']))
+    outdated = {}
+    for daemonset in api.list_daemonsets(namespace, MANAGED_DRIVERS_SELECTOR):
+        name = daemonset['metadata']['name']
+        state = daemonset_state(daemonset, pods, revisions, accept_outdated=True)
+        nodes = [entry['node'] for entry in state['pods'] if entry['node']] if name in template_changes \
+            else state.get('outdated', [])
+        outdated.update((node, name) for node in nodes)
+    return outdated
+
+
 def run(module, api):
     params = module.params
     if params['state'] == 'absent':
@@ -216,6 +235,14 @@ def run(module, api):
     if params['plan_only']:
         result['deleted'] = changes['delete']
         return result
+    if params['refuse_outdated'] or module.check_mode:
+        outdated = outdated_driver_nodes(api, params['namespace'], changes)
+        result['outdated'] = outdated
+        if outdated and params['refuse_outdated']:
+            raise TaskError('driver pods run, or would run after this update, an outdated revision on %d node(s), '
+                            'and refuse_outdated is set: %s. Nothing was changed.' % (len(outdated), ', '.join(
+                                '%s (%s)' % (node, outdated[node]) for node in sorted(outdated))),
+                            outdated=outdated, plan=result)
     diffs = []
     existing_by_name = dict((daemonset['metadata']['name'], daemonset) for daemonset in existing)
     applied = []

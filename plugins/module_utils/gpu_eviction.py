@@ -121,6 +121,31 @@ def blocking_budgets(pod, budgets):
     return sorted(found)
 
 
+def drain_plan(pod_selector=''):
+    """A plan function like eviction_plan for a drain: every pod of the node that a DaemonSet would not put back,
+    not only GPU workloads (static pods and finished pods stay); with pod_selector ("key=value,..."), only the pods
+    it selects, as kubectl drain --pod-selector."""
+    wanted = dict(term.split('=', 1) for term in (pod_selector or '').split(',') if '=' in term)
+
+    def plan(pods, skip_label=SKIP_LABEL):
+        result = {'evict': [], 'terminating': [], 'spared': []}
+        for pod in sorted(pods, key=pod_key):
+            metadata = pod.get('metadata') or {}
+            labels = metadata.get('labels') or {}
+            if ((pod.get('status') or {}).get('phase') in FINISHED_PHASES or 'DaemonSet' in _owner_kinds(pod)
+                    or MIRROR_ANNOTATION in (metadata.get('annotations') or {})
+                    or any(labels.get(key) != value for key, value in wanted.items())):
+                continue
+            if labels.get(skip_label) == 'true':
+                result['spared'].append({'pod': pod_key(pod), 'reason': 'labelled %s=true' % skip_label})
+            elif metadata.get('deletionTimestamp'):
+                result['terminating'].append(pod_key(pod))
+            else:
+                result['evict'].append(pod)
+        return result
+    return plan
+
+
 def _not_gone_message(blocked, waiting):
     parts = ['%s: %s' % (key, ('eviction held back by PodDisruptionBudget %s' % ', '.join(budgets)) if budgets
                          else 'eviction refused (429), no PodDisruptionBudget selects it now')
@@ -130,38 +155,58 @@ def _not_gone_message(blocked, waiting):
     return '; '.join(parts)
 
 
-def run(module, api, clock=time.monotonic, sleep=time.sleep):
-    """Evict the GPU workloads of the nodes and wait until they are gone, within the timeout.
+def evict_until_gone(api, nodes, plan_pods, timeout, poll_interval, check_mode=False, clock=time.monotonic,
+                     sleep=time.sleep, skip_label=SKIP_LABEL):
+    """Evict the pods plan_pods (eviction_plan, drain_plan(...)) chooses on each node and wait until they are gone.
 
     An eviction the API server refuses with 429 (a PodDisruptionBudget allows no disruption now) is tried again
-    every poll_interval; at the timeout the module fails naming each pod held back and its budgets.
+    every poll_interval. Returns evicted (pod keys), spared, blocked ({pod: budgets}), terminating, and left: by
+    node, what is still there at the timeout ({} when every pod went); in check mode, after one dry-run round.
     """
-    params = module.params
-    deadline = clock() + params['timeout']
-    evicted, blocked = set(), {}
+    deadline = clock() + timeout
+    evicted = set()
     while True:
-        pods = [pod for node in params['nodes'] for pod in api.list_node_pods(node)]
-        plan = eviction_plan(pods, params['skip_label'])
-        blocked = {}
-        for pod in plan['evict']:
-            try:
-                api.evict_pod(eviction(pod))
-            except APIError as error:
-                if error.status == 404:
+        by_node = dict((node, plan_pods(api.list_node_pods(node), skip_label)) for node in nodes)
+        blocked, left = {}, {}
+        for node, plan in by_node.items():
+            node_blocked = {}
+            for pod in plan['evict']:
+                try:
+                    api.evict_pod(eviction(pod))
+                except APIError as error:
+                    if error.status == 404:
+                        continue
+                    if error.status != 429:
+                        raise
+                    node_blocked[pod_key(pod)] = blocking_budgets(pod, api.list_pod_disruption_budgets(
+                        pod['metadata']['namespace']))
                     continue
-                if error.status != 429:
-                    raise
-                blocked[pod_key(pod)] = blocking_budgets(pod, api.list_pod_disruption_budgets(
-                    pod['metadata']['namespace']))
-                continue
-            evicted.add(pod_key(pod))
-        result = {'changed': bool(evicted), 'evicted': sorted(evicted), 'spared': plan['spared'],
-                  'blocked': blocked, 'terminating': plan['terminating']}
-        if module.check_mode or not (plan['evict'] or plan['terminating']):
+                evicted.add(pod_key(pod))
+            blocked.update(node_blocked)
+            if plan['evict'] or plan['terminating']:
+                waiting = [key for key in plan['terminating'] + [pod_key(pod) for pod in plan['evict']]
+                           if key not in node_blocked]
+                left[node] = _not_gone_message(node_blocked, waiting)
+        result = {'evicted': sorted(evicted), 'spared': [s for p in by_node.values() for s in p['spared']],
+                  'blocked': blocked, 'terminating': [t for p in by_node.values() for t in p['terminating']],
+                  'left': {}}
+        if check_mode or not left:
             return result
         if clock() >= deadline:
-            waiting = [key for key in plan['terminating'] + [pod_key(pod) for pod in plan['evict']]
-                       if key not in blocked]
-            raise TaskError('GPU workloads of %s not gone within %d s: %s' % (
-                ', '.join(params['nodes']), params['timeout'], _not_gone_message(blocked, waiting)), **result)
-        sleep(params['poll_interval'])
+            result['left'] = left
+            return result
+        sleep(poll_interval)
+
+
+def run(module, api, clock=time.monotonic, sleep=time.sleep):
+    """Evict the GPU workloads of the nodes and wait until they are gone, within the timeout; at the timeout the
+    module fails naming each pod held back and its budgets."""
+    params = module.params
+    result = evict_until_gone(api, params['nodes'], eviction_plan, params['timeout'], params['poll_interval'],
+                              module.check_mode, clock, sleep, params['skip_label'])
+    left = result.pop('left')
+    result['changed'] = bool(result['evicted'])
+    if left:
+        raise TaskError('GPU workloads of %s not gone within %d s: %s' % (
+            ', '.join(params['nodes']), params['timeout'], '; '.join(left[node] for node in sorted(left))), **result)
+    return result

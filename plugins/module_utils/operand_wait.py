@@ -25,6 +25,7 @@ WAIT_ARGUMENT_SPEC = dict(
     service=dict(type='str'),
     service_timeout=dict(type='int', default=10),
     validation_check=dict(type='str'),
+    accept_outdated=dict(type='bool', default=False),
     timeout=dict(type='int', default=300),
     poll_interval=dict(type='float', default=2),
     grace=dict(type='int', default=20),
@@ -83,7 +84,7 @@ class OperandReads:
         return self.api.list_items('/api/v1/namespaces/%s/pods' % self.namespace, selector)
 
     def revisions(self, selector):
-        return self.api.list_items('/apis/apps/v1/namespaces/%s/controllerrevisions' % self.namespace, selector)
+        return self.api.list_revisions(self.namespace, selector)
 
     def endpoint_slices(self, service):
         return self.api.list_items('/apis/discovery.k8s.io/v1/namespaces/%s/endpointslices' % self.namespace,
@@ -128,6 +129,8 @@ def _observer(params, reads):
                      'jobs': ('Jobs', readiness.observe_jobs)}[mode]
     names, selector = params['names'], ','.join(params['label_selectors'])
     subject = '%s %s in namespace %s' % (kind, ', '.join(names + ([selector] if selector else [])), reads.namespace)
+    if mode == 'daemonsets':
+        return subject, lambda: observe(reads, names, selector, params['accept_outdated'])
     return subject, lambda: observe(reads, names, selector)
 
 

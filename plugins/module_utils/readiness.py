@@ -245,13 +245,15 @@ def _int(value):
         return 0
 
 
-def daemonset_state(daemonset, pods, revisions=()):
+def daemonset_state(daemonset, pods, revisions=(), accept_outdated=False):
     """Readiness of one DaemonSet by the GPU Operator's rule.
 
     Ready when its status describes the current spec (observedGeneration) and either no node should run it
     (desiredNumberScheduled == 0) or: RollingUpdate, every scheduled pod is updated and available;
     OnDelete, every pod's controller-revision-hash is the newest ControllerRevision's and every pod is Ready.
     pods: the DaemonSet's pods (others are ignored); revisions: its ControllerRevisions (needed for OnDelete).
+    accept_outdated: an OnDelete pod of an older revision counts as ready when it is (its node is served until a
+    rollout replaces it); such pods are listed in 'outdated'.
     """
     meta, status = _meta(daemonset), _status(daemonset)
     strategy = ((daemonset.get('spec') or {}).get('updateStrategy') or {}).get('type') or 'RollingUpdate'
@@ -275,8 +277,13 @@ def daemonset_state(daemonset, pods, revisions=()):
     elif strategy == 'OnDelete':
         newest = newest_revision_hash(own_revisions)
         stale = [p for p in own if (_meta(p).get('labels') or {}).get(REVISION_HASH_LABEL) != newest]
-        unready = [p for p in own if not pod_is_ready(p)]
         state['revision'] = newest
+        if accept_outdated and newest is not None:
+            # Left to the rollout, ready or not: their nodes are served, or failed, with the old revision.
+            state['outdated'] = sorted(pod_node(p) for p in stale if pod_node(p))
+            state['outdated_uids'] = sorted(_meta(p).get('uid') for p in stale)
+            stale = []
+        unready = [p for p in own if not pod_is_ready(p) and _meta(p).get('uid') not in state.get('outdated_uids', ())]
         if newest is None:
             state['reason'] = 'no ControllerRevision yet'
         elif stale:
@@ -408,10 +415,10 @@ class _LazyEvents:
         return self._events
 
 
-def observe_daemonsets(reads, names, selector):
+def observe_daemonsets(reads, names, selector, accept_outdated=False):
     """Observation of DaemonSets by name and/or label selector. reads: an object with namespace,
     daemonsets(names, selector) -> (found, missing names), pods(selector), revisions(selector),
-    warning_events()."""
+    warning_events(). accept_outdated: see daemonset_state; the report's outdated_nodes lists those nodes."""
     found, missing = reads.daemonsets(names, selector)
     problems = _missing('DaemonSet', reads.namespace, missing, selector, found)
     events = _LazyEvents(reads)
@@ -420,10 +427,11 @@ def observe_daemonsets(reads, names, selector):
         selector = selector_string((daemonset.get('spec') or {}).get('selector'))
         pods = reads.pods(selector)
         on_delete = ((daemonset['spec'].get('updateStrategy') or {}).get('type') == 'OnDelete')
-        state = daemonset_state(daemonset, pods, reads.revisions(selector) if on_delete else ())
+        state = daemonset_state(daemonset, pods, reads.revisions(selector) if on_delete else (), accept_outdated)
         creating = state['current'] < state['desired']
-        problems.extend(daemonset_problems(daemonset, pods, state, events.get() if creating else ()))
-        unready.extend(p for p in pods if owned_by(p, daemonset) and not pod_is_ready(p))
+        current = [p for p in pods if _meta(p).get('uid') not in state.pop('outdated_uids', ())]
+        problems.extend(daemonset_problems(daemonset, current, state, events.get() if creating else ()))
+        unready.extend(p for p in current if owned_by(p, daemonset) and not pod_is_ready(p))
         states.append(state)
     ready_pods = {}
     for state in states:
@@ -432,8 +440,10 @@ def observe_daemonsets(reads, names, selector):
                 ready_pods.setdefault(entry['node'], []).append(entry['uid'])
     ready = bool(found) and not missing and all(s['ready'] for s in states)
     keys = dict((node, ','.join(sorted(uids))) for node, uids in ready_pods.items())
-    return Observation(ready, problems, {'daemonsets': states, 'ready_nodes': sorted(ready_pods),
-                                         'ready_pods': keys}, unready)
+    report = {'daemonsets': states, 'ready_nodes': sorted(ready_pods), 'ready_pods': keys}
+    if accept_outdated:
+        report['outdated_nodes'] = sorted(node for state in states for node in state.get('outdated', ()))
+    return Observation(ready, problems, report, unready)
 
 
 JOB_UID_LABEL = 'batch.kubernetes.io/controller-uid'

@@ -6,6 +6,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver_upgrade import FAILURE_ANNOTATION, STATE_LABEL
+
 COMPONENT = 'app.kubernetes.io/component'
 # Table columns of the operands, by the app.kubernetes.io/component of their pods.
 OPERANDS = (('driver', 'nvidia-driver'), ('toolkit', 'nvidia-container-toolkit'),
@@ -13,7 +15,7 @@ OPERANDS = (('driver', 'nvidia-driver'), ('toolkit', 'nvidia-container-toolkit')
 CHECK_LABEL = 'accelerators.gpu/validation'
 NODE_ANNOTATION = 'accelerators.gpu/node'
 HEADERS = (('node', 'NODE'), ('gpus', 'GPUS'), ('os', 'RHCOS / KERNEL'), ('driver_daemonset', 'DRIVER DAEMONSET'),
-           ('driver', 'DRIVER'), ('toolkit', 'TOOLKIT'), ('device_plugin', 'DEVICE PLUGIN'),
+           ('driver', 'DRIVER'), ('driver_upgrade', 'DRIVER UPGRADE'), ('toolkit', 'TOOLKIT'), ('device_plugin', 'DEVICE PLUGIN'),
            ('dcgm_exporter', 'DCGM EXPORTER'), ('allocatable', 'ALLOCATABLE'), ('validation', 'LAST VALIDATION'))
 
 
@@ -77,6 +79,7 @@ def node_rows(facts, nodes, pods, jobs, resource='nvidia.com/gpu'):
         status = (objects.get(name) or {}).get('status') or {}
         on_node = pods_by_node.get(name, {})
         driver_label = (fact.get('deploy_labels') or {}).get('driver')
+        metadata = (objects.get(name) or {}).get('metadata') or {}
         row = {
             'node': name,
             'gpus': fact.get('gpu_count') or int((status.get('capacity') or {}).get(resource, 0) or 0) or None,
@@ -84,6 +87,9 @@ def node_rows(facts, nodes, pods, jobs, resource='nvidia.com/gpu'):
             'allocatable': int((status.get('allocatable') or {}).get(resource, 0) or 0),
             'validation': dict((check, entry['result']) for check, entry in sorted(validations.get(name, {}).items())),
             'validated_at': max([entry['time'] for entry in validations.get(name, {}).values()] or [None]),
+            # The GPU Operator's upgrade state, and why a node is upgrade-failed.
+            'driver_upgrade': (metadata.get('labels') or {}).get(STATE_LABEL) or '-',
+            'driver_upgrade_failure': (metadata.get('annotations') or {}).get(FAILURE_ANNOTATION),
         }
         for column, component in OPERANDS:
             row[column] = pod_readiness(on_node[component]) if component in on_node else '-'
@@ -93,6 +99,7 @@ def node_rows(facts, nodes, pods, jobs, resource='nvidia.com/gpu'):
         if row['driver'] == '-' and driver_label == 'pre-installed':
             row['driver'] = 'host'
         row['ready'] = (all(row[column] in ('ready', 'host') for column, _component in OPERANDS)
+                        and row['driver_upgrade'] in ('-', 'upgrade-done')
                         and row['allocatable'] > 0 and bool(row['validation'])
                         and all(result == 'ok' for result in row['validation'].values()))
         rows.append(row)

@@ -137,6 +137,24 @@ options:
         description:
           - Priority class of the pods; C(system-node-critical) when omitted.
         type: str
+      manager:
+        description:
+          - The GPU Operator's C(k8s-driver-manager) init container (C(driver-manager uninstall_driver)): before a new
+            driver container starts on a node, it stops the operands that hold the driver, evicts the GPU workloads
+            or drains the node as its environment says, and unloads the old modules. None when omitted.
+        type: dict
+        suboptions:
+          image:
+            description: Its image, for example C(nvcr.io/nvidia/cloud-native/k8s-driver-manager:v0.8.1).
+            type: str
+            required: true
+          env:
+            description:
+              - Its settings (Kubernetes C(EnvVar) dicts), such as C(ENABLE_GPU_POD_EVICTION), C(ENABLE_AUTO_DRAIN),
+                C(DRAIN_POD_SELECTOR_LABEL), C(DRAIN_TIMEOUT_SECONDS); C(NODE_NAME), C(NVIDIA_VISIBLE_DEVICES=void)
+                and C(OPERATOR_NAMESPACE) are set.
+            type: list
+            elements: dict
   nodes:
     description:
       - The nodes to plan for, as C(nodes) of M(accelerators.gpu.nfd_labels) or Node objects as
@@ -220,6 +238,14 @@ options:
         serve nodes are kept either way.
     type: bool
     default: false
+  refuse_outdated:
+    description:
+      - Fail before any write when a driver pod runs an older revision than its DaemonSet's newest, or would once
+        this run's pod template changes are applied, naming the nodes and DaemonSets (RV(outdated)).
+      - C(OnDelete) DaemonSets replace a pod only when it is deleted; M(accelerators.gpu.driver_upgrade) does that node
+        by node. Set this where driver changes must wait for such a rollout (the driver role's C(manual) policy).
+    type: bool
+    default: false
   plan_only:
     description:
       - Compute and return the plan without any write; I(created), I(updated) and I(deleted) then say what a run would
@@ -255,6 +281,12 @@ options:
           - O(accelerators.gpu.operand_status#module:validation_check) of the wait, such as the driver's check; its
             plan is returned in RV(status) as C(validation).
         type: str
+      accept_outdated:
+        description:
+          - O(accelerators.gpu.operand_status#module:accept_outdated) of the wait - a ready driver pod of an older
+            revision serves its node until a rollout replaces it - with the nodes in RV(status) as C(outdated_nodes).
+        type: bool
+        default: false
 attributes:
   check_mode:
     description: Writes are sent as server-side dry runs, so the API server validates them and stores nothing.
@@ -398,6 +430,13 @@ mismatched:
   returned: with I(state=present)
   type: list
   elements: dict
+outdated:
+  description:
+    - The DaemonSet of each node whose driver pod is outdated, or would be once this run's pod template changes are
+      applied.
+  returned: with O(refuse_outdated), and in check mode
+  type: dict
+  sample: {worker-0: nvidia-driver-daemonset-418.94.202509100653-0}
 plan:
   description: On failure because of blocked versions, what the run would have done (the keys above); nothing was written.
   returned: on failure for blocked versions
@@ -439,6 +478,10 @@ DRIVER_OPTIONS = dict(
     readiness_probe=dict(type='dict'),
     service_account_name=dict(type='str'),
     priority_class_name=dict(type='str'),
+    manager=dict(type='dict', options=dict(
+        image=dict(type='str', required=True),
+        env=dict(type='list', elements='dict'),
+    )),
 )
 
 
@@ -462,9 +505,10 @@ def main():
         )),
         prepare_versions=dict(type='list', elements='str', default=[]),
         allow_blocked=dict(type='bool', default=False),
+        refuse_outdated=dict(type='bool', default=False),
         plan_only=dict(type='bool', default=False),
         wait=dict(type='dict', options=dict((name, WAIT_ARGUMENT_SPEC[name]) for name in (
-            'timeout', 'poll_interval', 'grace', 'event_limit', 'validation_check'))),
+            'timeout', 'poll_interval', 'grace', 'event_limit', 'validation_check', 'accept_outdated'))),
     ), run, required_if=[('state', 'present', ['driver'])],
         mutually_exclusive=[('precompiled_available', 'precompiled_registry_check')])
 

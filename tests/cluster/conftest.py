@@ -27,6 +27,8 @@ class Cluster:
         self.apps = kubernetes.client.AppsV1Api(self.client)
         self.batch = kubernetes.client.BatchV1Api(self.client)
         self.custom = kubernetes.client.CustomObjectsApi(self.client)
+        # The API server's audit log of pod deletions and evictions (localcluster.controlplane.AUDIT_POLICY).
+        self.audit_log = os.path.join(os.path.dirname(self.kubeconfig), "logs", "audit.log")
 
     @property
     def env(self):

@@ -46,14 +46,20 @@ DEPLOY_RULES = [
     {"apiGroups": ["config.openshift.io"], "resources": ["imagedigestmirrorsets", "imagetagmirrorsets"],
      "verbs": ["list"]},
     {"apiGroups": ["operator.openshift.io"], "resources": ["imagecontentsourcepolicies"], "verbs": ["list"]},
-    # Node facts and the operand labels.
-    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]},
+    # Node facts, the operand labels, the driver rollout's cordon and state labels; k8s-driver-manager's ClusterRole
+    # grants the rest (update, watch).
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch", "update", "watch"]},
     {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "create", "patch"]},
     # The operands and their waits.
     {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get", "list", "create", "patch", "delete"]},
     {"apiGroups": ["apps"], "resources": ["controllerrevisions"], "verbs": ["list"]},
     {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "create", "delete"]},
-    {"apiGroups": [""], "resources": ["pods", "events"], "verbs": ["get", "list"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list"]},
+    # Waits and diagnoses read pods; the driver rollout evicts GPU workloads and deletes outdated driver pods, and
+    # k8s-driver-manager's ClusterRole grants the rest.
+    {"apiGroups": [""], "resources": ["pods", "pods/eviction"],
+     "verbs": ["get", "list", "create", "delete", "patch", "update"]},
+    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list"]},
     {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list"]},
     {"apiGroups": [""], "resources": ["serviceaccounts", "configmaps", "services", "secrets"],
      "verbs": ["get", "create", "patch", "delete"]},
@@ -63,8 +69,8 @@ DEPLOY_RULES = [
      "resourceNames": ["servicemonitors.monitoring.coreos.com", "nodefeaturediscoveries.nfd.openshift.io"],
      "verbs": ["get"]},
     # The operands' RBAC, and what it grants.
-    {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"],
-     "verbs": ["get", "create", "patch"]},
+    {"apiGroups": ["rbac.authorization.k8s.io"],
+     "resources": ["roles", "rolebindings", "clusterroles", "clusterrolebindings"], "verbs": ["get", "create", "patch"]},
     {"apiGroups": ["security.openshift.io"], "resources": ["securitycontextconstraints"],
      "resourceNames": ["privileged"], "verbs": ["use"]},
 ]

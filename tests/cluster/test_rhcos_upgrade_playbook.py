@@ -95,10 +95,10 @@ def variables(namespace, spec, pool, **extra):
 
 
 class UpgradeRun:
-    """ansible-playbook playbooks/rhcos_upgrade.yml in the background (its own process group, so that a test can
-    kill it and its workers), its output in a file."""
+    """ansible-playbook playbooks/rhcos_upgrade.yml, or another playbook, in the background (its own process group,
+    so that a test can kill it and its workers), its output in a file."""
 
-    def __init__(self, cluster, values, workdir, path=None):
+    def __init__(self, cluster, values, workdir, path=None, playbook=PLAYBOOK):
         vars_file = os.path.join(str(workdir), "vars.json")
         with open(vars_file, "w") as handle:
             json.dump(values, handle)
@@ -106,7 +106,7 @@ class UpgradeRun:
         env = dict(cluster.env, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_PYTHON_INTERPRETER=sys.executable,
                    ANSIBLE_NOCOLOR="true", ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false",
                    ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks", PATH=path or os.environ["PATH"])
-        command = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", PLAYBOOK,
+        command = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", playbook,
                    "-e", "@" + vars_file]
         self.started = time.monotonic()
         with open(self.output_file, "w") as output:

@@ -98,6 +98,13 @@ def kubeconfig(server, ca_file, token, user="admin"):
     }
 
 
+# The API server's audit log records only pod deletions and evictions, at Metadata level (who, what, the answer).
+AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"], "rules": [
+    {"level": "Metadata", "verbs": ["delete", "deletecollection"], "resources": [{"group": "", "resources": ["pods"]}]},
+    {"level": "Metadata", "verbs": ["create"], "resources": [{"group": "", "resources": ["pods/eviction"]}]},
+    {"level": "None"}]}
+
+
 class ControlPlane:
     """One local cluster, described by the files in its state directory."""
 
@@ -149,6 +156,10 @@ class ControlPlane:
         shm = Path("/dev/shm")
         etcd_data = Path(shm if shm.is_dir() else self.state) / ("accelerators-gpu-etcd-%d" % ports["etcd"])
         info["etcd_data"] = str(etcd_data)
+        # Tests read how pods went: deleted, or evicted through the Eviction API (PodDisruptionBudgets held).
+        audit_policy = self.state / "audit-policy.yaml"
+        audit_policy.write_text(yaml.safe_dump(AUDIT_POLICY))
+        info["audit_log"] = str(self.state / "logs" / "audit.log")
         etcd_url = "http://127.0.0.1:%d" % ports["etcd"]
         peer_url = "http://127.0.0.1:%d" % ports["etcd_peer"]
         self._spawn(info, "etcd", [
@@ -168,6 +179,8 @@ class ControlPlane:
             "--service-account-signing-key-file=%s" % (pki / "sa.key"),
             "--service-cluster-ip-range=10.96.0.0/16", "--authorization-mode=RBAC",
             "--allow-privileged=true", "--endpoint-reconciler-type=none", "--profiling=false",
+            "--audit-policy-file=%s" % audit_policy, "--audit-log-path=%s" % info["audit_log"],
+            "--audit-log-format=json", "--audit-log-maxsize=50", "--audit-log-maxbackup=1",
             "--v=1"])
         self._wait_ready(info, server, pki / "ca.crt", token)
         (pki / "components.kubeconfig").write_text(yaml.safe_dump(kubeconfig(server, pki / "ca.crt", token)))

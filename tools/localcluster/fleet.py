@@ -20,6 +20,7 @@ the annotation `sim.accelerators.gpu/hardware` (read by the simulator only, neve
         nfd_style: vendor                       # `pci-10de`; or class-vendor: `pci-0302_10de`
         taints: []
         faults: {stale_nfd_label: 415.92.202402201450-0, driver_build_fails: true, validation_fails: "ECC errors",
+                 driver_fails_for: "580.",     # a driver image containing this fails to load (a bad new driver)
                  never_returns: true, stale_nfd_after_upgrade: true}    # the last two: see mco.py (and kernel.py)
         reboot_seconds: 3       # a simulated kernel reboot (kernel.py) and nfd-worker's delay after it
         nfd_lag_seconds: 1
@@ -51,7 +52,8 @@ FLEET_LABEL = "sim.accelerators.gpu/fleet"
 REGISTRY_CONFIGMAP = ("kube-system", "sim-registry")
 DTK_STREAM = ("openshift", "driver-toolkit")
 DTK_REPOSITORY = "quay.io/openshift-release-dev/ocp-v4.0-art-dev"
-FAULTS = ("stale_nfd_label", "driver_build_fails", "validation_fails", "no_nfd_labels", "never_returns",
+FAULTS = ("stale_nfd_label", "driver_build_fails", "driver_fails_for", "validation_fails", "no_nfd_labels",
+          "never_returns",
           "stale_nfd_after_upgrade")
 # Labels nfd-worker recomputes after a reboot into another OS build.
 OS_LABEL_PREFIXES = (NFD + "system-os_release.", NFD + "kernel-version.")

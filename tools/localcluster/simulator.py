@@ -5,6 +5,9 @@
   their node (driver -> container toolkit -> device plugin / DCGM exporter), as the GPU Operator's
   init containers enforce; a driver pod built for another RHCOS version or kernel crash-loops.
 - GPU hardware: a node advertises `nvidia.com/gpu` only while its driver and device-plugin pods are Ready.
+- Kernel modules: a driver pod that is not yet Ready cannot load its driver while pods still hold the node's GPUs
+  (running pods requesting nvidia.com/gpu*): it crash-loops, "module nvidia is in use", until they are gone. The
+  k8s-driver-manager init container's own eviction of those pods is not played: the rollout must evict them first.
 - NFD: nodes of a `nfd: worker` fleet get their labels once an nfd-worker pod is Ready on them.
 - Validation workloads (Job pods labelled `app.kubernetes.io/component=gpu-validation`, or requesting
   `nvidia.com/gpu`) succeed only where driver and toolkit are Ready and no fault is injected.
@@ -115,7 +118,16 @@ class Registry:
         return any(fnmatch.fnmatchcase(image, pattern) for pattern in self.patterns)
 
 
-def outcome(pod, node, ready_components, registry, clock):
+def holds_gpus(pod):
+    """A pod that keeps the nvidia modules in use: running (or about to), not leaving, and requesting GPUs."""
+    if pod["metadata"].get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        return False
+    return any(name.startswith(GPU) and str(value) not in ("0", "")
+               for c in pod["spec"].get("containers") or []
+               for kind in ("requests", "limits") for name, value in ((c.get("resources") or {}).get(kind) or {}).items())
+
+
+def outcome(pod, node, ready_components, registry, clock, holders=(), loaded=False):
     """What the node agent would report for this pod: (state, reason, message, retry_at).
 
     state is one of: ready, waiting (Running but not Ready), pending (not started: Init or image pull),
@@ -137,6 +149,11 @@ def outcome(pod, node, ready_components, registry, clock):
                     "waiting for %s to be ready on node %s" % (needed, node_name), None)
     if kind == DRIVER:
         problem = driver_problem(pod, node, hw)
+        # Only loading needs the old modules gone: a driver that loaded keeps running under its GPU pods.
+        if not problem and holders and not loaded:
+            problem = ("cannot unload the old driver on node %s: module nvidia is in use by %s" % (
+                node_name, ", ".join(sorted("%s/%s" % (p["metadata"]["namespace"], p["metadata"]["name"])
+                                            for p in holders))))
         if problem:
             return ("waiting", "CrashLoopBackOff", problem, None)
         started = pod["metadata"].get("creationTimestamp")
@@ -164,8 +181,13 @@ def outcome(pod, node, ready_components, registry, clock):
 def driver_problem(pod, node, hw):
     """Why this driver pod cannot load a driver on this node, or None."""
     node_name = node["metadata"]["name"]
-    if (hw.get("faults") or {}).get("driver_build_fails"):
+    faults = hw.get("faults") or {}
+    if faults.get("driver_build_fails"):
         return "driver build failed on node %s (injected fault)" % node_name
+    failing = faults.get("driver_fails_for")
+    if failing and any(failing in c["image"] for c in pod["spec"]["containers"]):
+        return "driver %s does not load on node %s: NVRM: RmInitAdapter failed (injected fault for %s)" % (
+            pod["spec"]["containers"][0]["image"], node_name, failing)
     actual = node_rhcos(node)
     kernel = node["status"].get("nodeInfo", {}).get("kernelVersion", "")
     for container in pod["spec"]["containers"]:
@@ -258,6 +280,7 @@ class Simulator:
         self.events = queue.Queue()
         self.timers = []  # heap of (time, node name) at which a node must be looked at again
         self.timer_keys = set()
+        self.drivers_loaded = set()  # uids of driver pods whose driver loaded (it stays so while the pod lives)
         self.written = {}  # pod uid -> the (state, reason, message) last written
         self.reconciled = set()  # (uid, generation) of operator resources already acted on
         self.mco = None
@@ -401,10 +424,15 @@ class Simulator:
         order = {DRIVER: 0, TOOLKIT: 1, DEVICE_PLUGIN: 2, DCGM_EXPORTER: 2}
         pods.sort(key=lambda p: order.get(component(p), 3))
         ready = set()
+        holders = [pod for pod in pods if holds_gpus(pod)]
         for pod in pods:
             if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                 continue
-            state, reason, message, retry_at = outcome(pod, node, ready, self.registry, clock)
+            uid = pod["metadata"]["uid"]
+            state, reason, message, retry_at = outcome(pod, node, ready, self.registry, clock, holders,
+                                                       loaded=uid in self.drivers_loaded)
+            if state == "ready" and component(pod) == DRIVER:
+                self.drivers_loaded.add(uid)
             if retry_at:
                 self.wake_at(retry_at, node_name)
             if state == "ready" and component(pod):

@@ -23,7 +23,7 @@ LABELLED = {'nvidia.com/gpu.deploy.driver': 'true'}
 def params(**overrides):
     base = {'namespace': 'gpu', 'state': 'present', 'mode': 'rhcos', 'driver': dict(DRIVER), 'nodes': None,
             'label_selector': None, 'page_size': 500, 'dtk_images': None, 'dtk_overrides': {}, 'precompiled_available': None,
-            'precompiled_registry_check': None, 'prepare_versions': [], 'allow_blocked': False,
+            'precompiled_registry_check': None, 'prepare_versions': [], 'allow_blocked': False, 'refuse_outdated': False,
             'plan_only': False, 'wait': None}
     base.update(overrides)
     return base
