@@ -648,3 +648,30 @@ def test_prepared_kernel_without_a_precompiled_image_is_a_plan_error_naming_kern
     assert str(error.value) == ('prepare_versions: kernel %s has no precompiled driver image %s, so its driver '
                                 'DaemonSet cannot be prepared: publish the image first' % (KERNEL_NEW, IMAGE_NEW))
     assert (error.value.obj, error.value.field) == (DS_KERNEL_NEW, 'prepare_versions')
+
+
+def test_driver_pods_carry_the_driver_manager_and_the_mounts_of_a_real_node():
+    spec = dict(SPEC, manager={'image': 'nvcr.io/nvidia/cloud-native/k8s-driver-manager:v0.8.1',
+                               'env': [{'name': 'ENABLE_AUTO_DRAIN', 'value': 'false'}]})
+    ds = desired_driver_daemonsets(spec, facts_of(rhcos_node('w1')), DTK, 'rhcos')['desired'][0]
+    pod = ds['spec']['template']['spec']
+    manager, = pod['initContainers']
+    assert (manager['name'], manager['command'], manager['args']) == (
+        'k8s-driver-manager', ['driver-manager'], ['uninstall_driver'])
+    assert {'name': 'ENABLE_AUTO_DRAIN', 'value': 'false'} in manager['env']
+    assert {'name': 'NVIDIA_VISIBLE_DEVICES', 'value': 'void'} in manager['env']
+    assert {m['mountPath'] for m in manager['volumeMounts']} == {'/run/nvidia', '/host', '/sys', '/run/mellanox/drivers'}
+    mounts = dict((m['mountPath'], m['name']) for m in container(ds, 'nvidia-driver-ctr')['volumeMounts'])
+    for path in ('/run/nvidia-fabricmanager', '/run/nvidia-topologyd', '/sys/module/firmware_class/parameters/path',
+                 '/lib/firmware', '/sys/devices/system/memory/auto_online_blocks', '/usr/local/bin/startup-probe.sh'):
+        assert path in mounts, path
+    volumes = dict((v['name'], v) for v in pod['volumes'])
+    assert volumes[mounts['/lib/firmware']]['hostPath']['path'] == '/run/nvidia/driver/lib/firmware'
+    assert volumes['driver-startup-probe-script']['configMap']['name'] == 'nvidia-driver-startup-probe'
+    assert container(ds, 'nvidia-driver-ctr')['startupProbe']['exec']['command'] == [
+        'sh', '/usr/local/bin/startup-probe.sh']
+    # Every mount names a volume of the pod.
+    for entry in pod['initContainers'] + pod['containers']:
+        assert all(m['name'] in volumes for m in entry['volumeMounts']), entry['name']
+    assert 'initContainers' not in desired_driver_daemonsets(
+        SPEC, facts_of(rhcos_node('w1')), DTK, 'rhcos')['desired'][0]['spec']['template']['spec']

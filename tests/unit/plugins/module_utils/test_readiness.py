@@ -584,3 +584,15 @@ def test_message_lists_at_most_ten_problems():
     lines = readiness.summarize(problems)
     assert len(lines) == 11
     assert lines[-1] == '... and 5 more problems (see the problems returned)'
+
+
+def test_on_delete_daemonset_accepting_outdated_pods_leaves_them_to_the_rollout():
+    revisions = [revision(1, 'old'), revision(2, 'new')]
+    ds = daemonset(strategy='OnDelete')
+    crashing = pod('c', 'n3', revision='old', ready=False)
+    state = daemonset_state(ds, [pod('a', 'n1', revision='new'), pod('b', 'n2', revision='old'), crashing],
+                            revisions, accept_outdated=True)
+    assert state['ready'] and state['outdated'] == ['n2', 'n3']
+    not_yet = daemonset_state(ds, [pod('a', 'n1', revision='new', ready=False), pod('b', 'n2', revision='old')],
+                              revisions, accept_outdated=True)
+    assert not not_yet['ready'] and not_yet['reason'] == '1 of 2 pods ready'
