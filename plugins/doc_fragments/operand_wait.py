@@ -71,7 +71,7 @@ options:
     type: str
   accept_outdated:
     description:
-      - With V(daemonsets), a ready pod of an C(OnDelete) DaemonSet that runs an older revision counts as ready: its
+      - With V(daemonsets), a ready pod of an C(OnDelete) DaemonSet that runs an older revision counts as ready, as its
         node is served until a rollout (M(accelerators.gpu.driver_upgrade)) replaces the pod. Such nodes are returned
         in C(outdated_nodes).
       - Without it the wait waits for those pods to be replaced, which nothing but a rollout does.

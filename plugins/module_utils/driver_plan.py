@@ -237,7 +237,8 @@ def _driver_container(spec, image, dtk):
         'imagePullPolicy': spec.get('image_pull_policy') or 'IfNotPresent',
         'command': ['ocp_dtk_entrypoint'] if dtk else ['nvidia-driver'],
         'args': ['nv-ctr-run-with-dtk'] if dtk else ['init'],
-        'env': _env([{'name': 'NODE_NAME', 'valueFrom': {'fieldRef': {'fieldPath': 'spec.nodeName'}}}],
+        'env': _env([{'name': 'NODE_NAME', 'valueFrom': {'fieldRef': {'fieldPath': 'spec.nodeName'}}},
+                     {'name': 'NODE_IP', 'valueFrom': {'fieldRef': {'fieldPath': 'status.hostIP'}}}],
                     spec.get('env')),
         'securityContext': copy.deepcopy(PRIVILEGED),
         'volumeMounts': _mounts(dtk, DRIVER_MOUNTS) + [

@@ -149,9 +149,8 @@ class Rollout(object):
             self.changed = True
         if not outcome['left']:
             return wave, []
-        failed = [self.fail_node(entry, '%s not gone within %d s: %s' % (what, options['timeout'],
-                                                                          outcome['left'][entry['name']]))
-                  for entry in wave if entry['name'] in outcome['left']]
+        failed = [self.fail_node(entry, '%s not gone within %d s: %s' % (
+            what, options['timeout'], outcome['left'][entry['name']])) for entry in wave if entry['name'] in outcome['left']]
         return [entry for entry in wave if entry['name'] not in outcome['left']], failed
 
     def _delete_driver_pod(self, entry):

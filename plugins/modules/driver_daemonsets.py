@@ -139,7 +139,7 @@ options:
         type: str
       manager:
         description:
-          - The GPU Operator's C(k8s-driver-manager) init container (C(driver-manager uninstall_driver)): before a new
+          - The GPU Operator's C(k8s-driver-manager) init container (C(driver-manager uninstall_driver)). Before a new
             driver container starts on a node, it stops the operands that hold the driver, evicts the GPU workloads
             or drains the node as its environment says, and unloads the old modules. None when omitted.
         type: dict

@@ -12,13 +12,13 @@ short_description: Move GPU nodes to a new driver revision node by node, with th
 version_added: 0.2.0
 author: accelerators.gpu developers (@accelerators-gpu)
 description:
-  - The driver DaemonSets use C(OnDelete): a changed pod template (driver version, image, environment, DTK or
+  - The driver DaemonSets use C(OnDelete), so a changed pod template (driver version, image, environment, DTK or
     precompiled build) reaches a node only when its driver pod is deleted. This module does that safely, a wave of
     nodes at a time, as the GPU Operator's upgrade controller does, and writes where each node stands on the node with
     the GPU Operator's label C(nvidia.com/gpu-driver-upgrade-state), so that a re-run resumes and tools that know
     the GPU Operator read it.
   - O(action=plan) reads every GPU node that runs a driver of this collection, labels the nodes whose driver pod is
-    outdated C(upgrade-required) (and one whose driver is current again C(upgrade-done)), and returns the next wave:
+    outdated C(upgrade-required) (and one whose driver is current again C(upgrade-done)), and returns the next wave,
     first the nodes an earlier run left in progress, then outdated nodes within the budget (O(max_parallel),
     O(max_unavailable)). Nodes labelled C(nvidia.com/gpu-driver-upgrade.skip=true) keep their driver.
   - O(action=upgrade) takes each node of O(nodes) through C(cordon-required) (cordon; a node unschedulable before
@@ -26,7 +26,7 @@ description:
     C(pod-deletion-required) (its GPU workloads evicted through the Eviction API, PodDisruptionBudgets respected, as
     M(accelerators.gpu.gpu_workload_eviction) does), C(drain-required) (with O(drain)), C(pod-restart-required) (its
     outdated driver pod deleted; the DaemonSet creates the new one), and waits until the node runs a ready driver pod
-    of the newest revision, its other operand pods are ready and it advertises GPUs again: then
+    of the newest revision, its other operand pods are ready and it advertises GPUs again, then
     C(validation-required). A node that does not get there (a driver that crash-loops or cannot be pulled, a
     PodDisruptionBudget that holds an eviction past its timeout, the wait's timeout) is C(upgrade-failed) with the
     cause in the annotation C(accelerators.gpu/driver-upgrade-failure); the other nodes go on.
@@ -68,7 +68,7 @@ options:
   max_unavailable:
     description:
       - At most this many GPU nodes without a working driver (a ready driver pod and allocatable GPUs) at once,
-        counting those already so: a count, or a percentage of the GPU nodes (rounded up, at least one).
+        counting those already so - a count or a percentage of the GPU nodes (rounded up, at least one).
     type: raw
     default: 25%
   cordon:
