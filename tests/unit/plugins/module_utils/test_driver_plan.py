@@ -197,7 +197,9 @@ def test_rhcos_mode_spec_is_applied():
     pod = ds['spec']['template']['spec']
     driver = container(ds, 'nvidia-driver-ctr')
     assert driver['image'] == 'mirror.local/nvidia/driver@sha256:' + 'e' * 64
-    assert driver['env'] == [{'name': 'NODE_NAME', 'value': 'override'}, {'name': 'X', 'value': '1'}]
+    assert driver['env'] == [{'name': 'NODE_NAME', 'value': 'override'},
+                             {'name': 'NODE_IP', 'valueFrom': {'fieldRef': {'fieldPath': 'status.hostIP'}}},
+                             {'name': 'X', 'value': '1'}]
     assert driver['resources'] == {'limits': {'memory': '4Gi'}}
     assert pod['imagePullSecrets'] == [{'name': 'pull'}]
     assert pod['tolerations'] == []
