@@ -11,7 +11,7 @@ export PATH := $(BIN):$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PYTHONPATH := $(COLLECTIONS):$(CURDIR)/tools
 
-.PHONY: help deps collection test lint sanity build pytest demo down clean bundle bench bench-modules bench-deploy
+.PHONY: help deps collection test lint sanity build pytest demo down clean bundle bench bench-modules bench-deploy bench-upgrade
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -55,13 +55,16 @@ demo: deps collection ## start the simulated OpenShift cluster with a mixed flee
 	KUBECONFIG=$(CURDIR)/.cluster/kubeconfig ansible-playbook accelerators.gpu.status
 	@echo; echo "The cluster keeps running: export KUBECONFIG=$(CURDIR)/.cluster/kubeconfig; stop it with: make down"
 
-bench: bench-modules bench-deploy ## both benchmarks below
+bench: bench-modules bench-deploy bench-upgrade ## the benchmarks below
 
 bench-modules: deps collection ## module speed and memory on BENCH_NODES (5000) simulated nodes, beside the kubernetes.core peer
 	python bench/bench_driver_planning.py
 
 bench-deploy: deps collection ## deploy playbook on 100 GPU nodes, first and no-op runs, beside a kubernetes.core-only peer
 	python bench/bench_deploy.py
+
+bench-upgrade: deps collection ## driver rollout on 12 GPU nodes (20 s builds): per-node overhead, beside a kubernetes.core-only peer
+	python bench/bench_driver_upgrade.py
 
 bundle: collection ## offline install bundle: the collection, kubernetes.core and the runtime wheels (.build/bundle/)
 	bash tools/bundle/make-bundle.sh
