@@ -14,10 +14,11 @@ __metaclass__ = type
 import math
 import re
 
+from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import DRIVER_UPGRADE_STATE_LABEL
 from ansible_collections.accelerators.gpu.plugins.module_utils.readiness import (
     REVISION_HASH_LABEL, allocatable_count, newest_revision_hash, owned_by, pod_is_ready, pod_node)
 
-STATE_LABEL = 'nvidia.com/gpu-driver-upgrade-state'
+STATE_LABEL = DRIVER_UPGRADE_STATE_LABEL
 SKIP_LABEL = 'nvidia.com/gpu-driver-upgrade.skip'
 INITIAL_STATE_ANNOTATION = 'nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable'
 # Ours: why a node is upgrade-failed, so that status and a re-run can say it.

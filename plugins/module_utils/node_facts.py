@@ -24,6 +24,8 @@ OS_RELEASE_PREFIX = NFD_PREFIX + 'system-os_release.'
 OSTREE_LABEL = OS_RELEASE_PREFIX + 'OSTREE_VERSION'
 
 GPU_PRESENT_LABEL = 'nvidia.com/gpu.present'
+# Written by the driver rollout (driver_upgrade.STATE_LABEL), removed with the stack.
+DRIVER_UPGRADE_STATE_LABEL = 'nvidia.com/gpu-driver-upgrade-state'
 DEPLOY_LABEL_PREFIX = 'nvidia.com/gpu.deploy.'
 OPERANDS_SWITCH = 'operands'
 OPERANDS = (
@@ -235,7 +237,8 @@ def plan_gpu_node_labels(node_facts_or_node, operands=OPERANDS, present=True):
     A node NFD labelled without an NVIDIA PCI device but with gpu.present (its GPU is gone) gets
     gpu.present=false, as the GPU Operator does. A node without NFD labels is left alone: nothing says
     its GPU is gone, NFD may just be down.
-    present=False removes what this collection manages (uninstall): gpu.present and deploy labels set to 'true'.
+    present=False removes what this collection manages (uninstall): gpu.present, deploy labels set to 'true' and
+    the driver rollout's nvidia.com/gpu-driver-upgrade-state.
 
     Removal (kill switch nvidia.com/gpu.deploy.operands=false, GPU gone, present=False) takes away every
     nvidia.com/gpu.deploy.* label whose value is 'true'. Other values ('false', 'pre-installed',
@@ -251,8 +254,9 @@ def plan_gpu_node_labels(node_facts_or_node, operands=OPERANDS, present=True):
     )
     if not present:
         changes = remove_true_deploy_labels
-        if GPU_PRESENT_LABEL in labels:
-            changes[GPU_PRESENT_LABEL] = None
+        for label in (GPU_PRESENT_LABEL, DRIVER_UPGRADE_STATE_LABEL):
+            if label in labels:
+                changes[label] = None
         return changes
     if not facts['gpu_present']:
         # Only a node this stack labelled (gpu.present set) loses its deploy labels.

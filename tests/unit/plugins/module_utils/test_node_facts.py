@@ -247,10 +247,12 @@ def test_cpu_node_never_labelled_is_left_alone():
 
 def test_absent_removes_managed_labels_and_keeps_admin_values():
     extra = _deploy_all()
-    extra.update({GPU_PRESENT_LABEL: 'true', DEPLOY + 'driver': 'pre-installed'})
+    extra.update({GPU_PRESENT_LABEL: 'true', DEPLOY + 'driver': 'pre-installed',
+                  'nvidia.com/gpu-driver-upgrade-state': 'upgrade-done'})
     changes = plan_gpu_node_labels(rhcos_node('w1', extra=extra), OPERANDS, present=False)
     expected = dict((DEPLOY + op, None) for op in OPERANDS if op != 'driver')
     expected[GPU_PRESENT_LABEL] = None
+    expected['nvidia.com/gpu-driver-upgrade-state'] = None
     assert changes == expected
 
 
