@@ -76,11 +76,12 @@ def start_workloads(client):
     core.create_namespace({"metadata": {"name": WORKLOADS}})
     for name, replicas in (("train", 12), ("serve", 2)):
         labels = {"app": name}
+        pod_spec = {"tolerations": [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}],
+                    "containers": [{"name": "main", "image": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0",
+                                    "resources": {"limits": {GPU: "1"}}}]}
         apps.create_namespaced_deployment(WORKLOADS, {"metadata": {"name": name}, "spec": {
-            "replicas": replicas, "selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels},
-            "spec": {"tolerations": [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}],
-                     "containers": [{"name": "main", "image": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0",
-                                     "resources": {"limits": {GPU: "1"}}}]}}}})
+            "replicas": replicas, "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": pod_spec}}})
     kubernetes.client.PolicyV1Api(client).create_namespaced_pod_disruption_budget(WORKLOADS, {
         "metadata": {"name": "serve"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "serve"}}}})
     deadline = time.monotonic() + 180
@@ -146,7 +147,7 @@ def main():
         print("%-34s %7s %6s %26s %26s" % ("", "wall s", "nodes", "out of service s (med/min/max)",
                                            "overhead s (med/min/max)"))
         for row in (ours, peer):
-            print("%-34s %7.1f %6d %26s %26s" % (
+            print("%-34s %7.2f %6d %26s %26s" % (
                 row["label"], row["wall"], row["nodes"],
                 "%.1f / %.1f / %.1f" % (statistics.median(row["span"]), min(row["span"]), max(row["span"])),
                 "%.1f / %.1f / %.1f" % (statistics.median(row["overhead"]), min(row["overhead"]),
