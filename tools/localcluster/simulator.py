@@ -5,9 +5,11 @@
   their node (driver -> container toolkit -> device plugin / DCGM exporter), as the GPU Operator's
   init containers enforce; a driver pod built for another RHCOS version or kernel crash-loops.
 - GPU hardware: a node advertises `nvidia.com/gpu` only while its driver and device-plugin pods are Ready.
-- Kernel modules: a driver pod that is not yet Ready cannot load its driver while pods still hold the node's GPUs
-  (running pods requesting nvidia.com/gpu*): it crash-loops, "module nvidia is in use", until they are gone. The
-  k8s-driver-manager init container's own eviction of those pods is not played: the rollout must evict them first.
+- Kernel modules: once a driver loaded on a node, they stay loaded until the node boots again (its bootID changes).
+  A driver pod that is not yet Ready cannot then load its driver while pods still hold the node's GPUs (running pods
+  requesting nvidia.com/gpu*): it crash-loops, "module nvidia is in use", until they are gone. After a boot nothing
+  is loaded, so the first driver loads whatever pods are bound there. The k8s-driver-manager init container's own
+  eviction of those pods is not played: the rollout must evict them first.
 - NFD: nodes of a `nfd: worker` fleet get their labels once an nfd-worker pod is Ready on them.
 - Validation workloads (Job pods labelled `app.kubernetes.io/component=gpu-validation`, or requesting
   `nvidia.com/gpu`) succeed only where driver and toolkit are Ready and no fault is injected.
@@ -281,6 +283,7 @@ class Simulator:
         self.timers = []  # heap of (time, node name) at which a node must be looked at again
         self.timer_keys = set()
         self.drivers_loaded = set()  # uids of driver pods whose driver loaded (it stays so while the pod lives)
+        self.modules_loaded = {}  # node name -> the bootID in which a driver loaded there
         self.written = {}  # pod uid -> the (state, reason, message) last written
         self.reconciled = set()  # (uid, generation) of operator resources already acted on
         self.mco = None
@@ -424,7 +427,9 @@ class Simulator:
         order = {DRIVER: 0, TOOLKIT: 1, DEVICE_PLUGIN: 2, DCGM_EXPORTER: 2}
         pods.sort(key=lambda p: order.get(component(p), 3))
         ready = set()
-        holders = [pod for pod in pods if holds_gpus(pod)]
+        boot = ((node.get("status") or {}).get("nodeInfo") or {}).get("bootID")
+        # Pods can hold modules only if a driver loaded them since the node booted.
+        holders = [pod for pod in pods if holds_gpus(pod)] if self.modules_loaded.get(node_name) == boot else []
         for pod in pods:
             if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                 continue
@@ -433,6 +438,7 @@ class Simulator:
                                                        loaded=uid in self.drivers_loaded)
             if state == "ready" and component(pod) == DRIVER:
                 self.drivers_loaded.add(uid)
+                self.modules_loaded[node_name] = boot
             if retry_at:
                 self.wake_at(retry_at, node_name)
             if state == "ready" and component(pod):
