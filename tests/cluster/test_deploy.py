@@ -68,6 +68,9 @@ class Run:
     def succeeded(self):
         failed = [(name, result.get("msg")) for name, result in self.results if result.get("failed")]
         assert not failed and self.process.returncode == 0, (failed, self.process.stderr[-2000:])
+        # A clean run prints no warning, deprecations of ansible-core included (they reach a user's terminal).
+        warnings = [line for line in self.process.stderr.splitlines() if "WARNING]" in line]
+        assert not warnings, warnings
         return self
 
 
