@@ -12,6 +12,13 @@ DRIVER_REPOSITORY = "example.test/nvidia"
 DRIVER = {"repository": DRIVER_REPOSITORY, "version": "550.90.07"}
 # What the simulated registry holds: the driver images and the DTK images of the fleets' image stream.
 REGISTRY = [DRIVER_REPOSITORY + "/*", "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:*", "example.test/sim/*"]
+# The driver's k8s-driver-manager as the common role's defaults give it (roles/common/vars/main.yml,
+# common_driver_spec.manager): a stack installed module by module must match what the roles apply later, or its
+# OnDelete driver pods turn outdated under them.
+DRIVER_MANAGER = {"image": "nvcr.io/nvidia/cloud-native/k8s-driver-manager:v0.8.1", "env": [
+    {"name": "ENABLE_GPU_POD_EVICTION", "value": "true"}, {"name": "ENABLE_AUTO_DRAIN", "value": "false"},
+    {"name": "DRAIN_USE_FORCE", "value": "false"}, {"name": "DRAIN_POD_SELECTOR_LABEL", "value": ""},
+    {"name": "DRAIN_TIMEOUT_SECONDS", "value": "300s"}, {"name": "DRAIN_DELETE_EMPTYDIR_DATA", "value": "true"}]}
 FLEET_LABEL = "sim.accelerators.gpu/fleet"
 OSTREE = "feature.node.kubernetes.io/system-os_release.OSTREE_VERSION"
 DRIVER_SERVICE_ACCOUNT = "nvidia-driver"

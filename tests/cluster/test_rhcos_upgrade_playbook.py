@@ -69,7 +69,7 @@ def install_stack(cluster, namespace, spec):
     installed = play(cluster, [
         ("accelerators.gpu.nfd_labels", {"label_selector": selector(spec), "manage_labels": True}),
         ("accelerators.gpu.driver_daemonsets", {"namespace": namespace, "label_selector": selector(spec),
-                                                "driver": driver(spec)}),
+                                                "driver": driver(spec, manager=gpu_fleet.DRIVER_MANAGER)}),
         ("accelerators.gpu.operand_status", {"wait_for": "daemonsets", "namespace": namespace, "timeout": 120,
                                              "label_selectors": ["app.kubernetes.io/component=nvidia-driver"]}),
         # Their validations are left out: the upgrade validates every node it moves, and time counts here.
