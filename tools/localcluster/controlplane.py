@@ -190,8 +190,10 @@ class ControlPlane:
             "--authentication-kubeconfig=%s" % components, "--authorization-kubeconfig=%s" % components,
             "--bind-address=127.0.0.1", "--secure-port=0", "--leader-elect=false",
             "--service-account-private-key-file=%s" % (pki / "sa.key"), "--root-ca-file=%s" % (pki / "ca.crt"),
-            # Heartbeats are slowed for large fleets; nodes must not turn NotReady in between.
-            "--node-monitor-grace-period=%ds" % max(60, heartbeat_seconds * 4),
+            # A simulated node turns NotReady only when the simulation says so (a reboot, a lost node), never for a
+            # late heartbeat: kwok restarts a node's heartbeat delay whenever the node changes, so a node written
+            # often can go minutes without one, and the node lifecycle controller would then mark its pods NotReady.
+            "--node-monitor-grace-period=%ds" % max(3600, heartbeat_seconds * 4),
             "--profiling=false", "--v=1"])
         self._spawn(info, "kube-scheduler", [
             str(bin_dir / "kube-scheduler"), "--kubeconfig=%s" % components,
