@@ -29,7 +29,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-from localcluster import api, controlplane, fleet  # noqa: E402  (tools/ is not a package on the path by default)
+from localcluster import api, controlplane, fleet, report  # noqa: E402  (tools/ is not a package on the path by default)
 
 FLEET = ROOT / "bench" / "fleets" / "deploy.yml"
 NAMESPACE = "nvidia-gpu-operator"
@@ -154,6 +154,7 @@ def main():
         nodes = fleet.Fleet(client, spec).apply().wait_ready(timeout=600).node_names
         print("cluster up in %.1fs; %d nodes (%d with GPUs) Ready in %.1fs; simulated driver build %ds per node" % (
             info["startup_seconds"], len(nodes), gpu_nodes, time.monotonic() - started, build_seconds))
+        print(report.node_size_line(client))
         env = dict(os.environ, KUBECONFIG=str(plane.kubeconfig), K8S_AUTH_KUBECONFIG=str(plane.kubeconfig),
                    ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".build" / "collections"),
                    ANSIBLE_PYTHON_INTERPRETER=sys.executable, ANSIBLE_LOCALHOST_WARNING="false",

@@ -23,7 +23,7 @@ import kubernetes
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-from localcluster import controlplane, fleet  # noqa: E402  (tools/ is not a package on the path by default)
+from localcluster import controlplane, fleet, report  # noqa: E402  (tools/ is not a package on the path by default)
 
 MODULES = ROOT / ".build" / "collections" / "ansible_collections" / "accelerators" / "gpu" / "plugins" / "modules"
 VERSIONS = ["416.94.202405081406-0", "418.94.202509100653-0", "9.6.20260217-1", "9.6.20260303-1"]
@@ -126,6 +126,7 @@ def main():
         count = create_nodes(client, spec)
         print("cluster up in %.1fs; %d nodes created and Ready in %.1fs" % (
             info["startup_seconds"], count, time.monotonic() - started))
+        print(report.node_size_line(client))
         kubernetes.client.CoreV1Api(client).create_namespace({"metadata": {"name": NAMESPACE}})
         env = dict(os.environ, K8S_AUTH_KUBECONFIG=str(plane.kubeconfig),
                    ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".build" / "collections"),

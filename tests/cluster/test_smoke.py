@@ -321,3 +321,18 @@ def test_nfd_operator_creates_operands_that_label_the_nodes(cluster, namespace, 
     status = cluster.custom.get_namespaced_custom_object("nfd.openshift.io", "v1", namespace,
                                                          "nodefeaturediscoveries", "instance")["status"]
     assert status["conditions"][0]["type"] == "Available"
+
+
+def test_nodes_served_are_as_large_as_a_busy_workers_and_kwok_keeps_their_images(cluster, make_fleet):
+    """kwok initialises a node's status from a template: the images, resources and annotations the fleet gave it
+    must survive that, or every benchmark reads nodes smaller than real ones."""
+    made = make_fleet(gpu_fleet())
+    given = {node["name"]: node for node in made.nodes}
+    for name in made.node_names:
+        node = cluster.client.sanitize_for_serialization(cluster.core.read_node(name))
+        assert node["status"]["images"] == given[name]["status"]["images"], name
+        assert node["status"]["allocatable"]["ephemeral-storage"] == given[name]["status"]["allocatable"][
+            "ephemeral-storage"]
+        assert node["metadata"]["annotations"]["k8s.ovn.org/l3-gateway-config"] == given[name]["annotations"][
+            "k8s.ovn.org/l3-gateway-config"]
+        assert any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"]["conditions"])

@@ -79,3 +79,28 @@ def test_counted_groups_and_prefix():
 def test_unknown_fault_is_named():
     with pytest.raises(fleet.FleetError, match="unknown faults melts"):
         fleet.expand_groups({"nodes": [{"name": "g", "os": {"ubuntu": "22.04"}, "faults": {"melts": True}}]})
+
+
+def test_nodes_are_as_large_and_varied_as_a_busy_workers_by_default():
+    nodes = fleet.expand_groups({"nodes": [{"name": "g", "count": 20, "os": {"rhcos": "9.6.20260303-1"},
+                                            "gpu": {"product": "NVIDIA-H100-80GB-HBM3", "count": 8}}]})
+    sizes = [len(json.dumps(n)) for n in nodes]
+    # Before what the API server and kwok add (managedFields, conditions): real workers carry 10-40 KB.
+    assert 10000 < min(sizes) and max(sizes) < 40000, sizes
+    counts = {len(n["status"]["images"]) for n in nodes}
+    assert min(counts) >= 45 and max(counts) <= 65 and len(counts) > 5, counts
+    assert len({json.dumps(n["status"]["images"]) for n in nodes}) == 20
+    for node in nodes:
+        assert all(image["names"] and image["sizeBytes"] > 0 for image in node["status"]["images"])
+        # The simulated machine-config operator owns those annotations; nothing here may preset them.
+        assert not [key for key in node["annotations"] if key.startswith("machineconfiguration.openshift.io/")]
+        assert node["status"]["addresses"][0]["address"].startswith("127.")
+    assert nodes == fleet.expand_groups({"nodes": [{"name": "g", "count": 20, "os": {"rhcos": "9.6.20260303-1"},
+                                                    "gpu": {"product": "NVIDIA-H100-80GB-HBM3", "count": 8}}]})
+
+
+def test_minimal_nodes_carry_only_what_the_simulation_needs():
+    node = one({"name": "m", "os": {"ubuntu": "22.04"}}, node_status="minimal")
+    assert "images" not in node["status"] and len(json.dumps(node)) < 4000
+    with pytest.raises(fleet.FleetError, match="node_status must be realistic or minimal"):
+        one({"name": "m", "os": {"ubuntu": "22.04"}}, node_status="huge")

@@ -5,6 +5,7 @@ would produce for that hardware and OS, a matching `status.nodeInfo`, and the si
 the annotation `sim.accelerators.gpu/hardware` (read by the simulator only, never by the collection).
 
     nfd: prelabelled            # or `worker`: labels appear once an nfd-worker pod is ready on the node
+    node_status: realistic      # or `minimal`: see realistic_node() (a busy worker's images, annotations, resources)
     registry: [nvcr.io/nvidia/*, ...]   # image patterns the simulated registry holds
     openshift:
       version: 4.16.8
@@ -89,6 +90,70 @@ class FleetError(ValueError):
     pass
 
 
+# What a busy OpenShift worker's Node carries beside what the collection reads, so that reads of nodes cost what
+# they cost on a real cluster (10-40 KB of JSON a node): the images its kubelet holds (release payload images by
+# digest, workload images by tag and digest), OVN-Kubernetes, CSI and machine-api annotations, more resources.
+IMAGE_POOL = (
+    ["%s@sha256:%s" % (DTK_REPOSITORY, hashlib.sha256(b"payload-%d" % i).hexdigest()) for i in range(90)]
+    + ["registry.redhat.io/%s" % name for name in (
+        "openshift4/ose-oauth-proxy", "rhel9/postgresql-15", "ubi9/ubi-minimal", "ubi9/python-311",
+        "openshift-logging/fluentd-rhel9", "openshift4/ose-kube-rbac-proxy-rhel9", "rhel9/redis-7",
+        "openshift4/ose-csi-external-provisioner-rhel9", "openshift4/ose-csi-node-driver-registrar-rhel9",
+        "openshift4/ose-prometheus-node-exporter-rhel9")]
+    + ["nvcr.io/nvidia/%s" % name for name in (
+        "cuda", "pytorch", "tritonserver", "tensorflow", "nemo", "k8s/cuda-sample", "cloud-native/dcgm",
+        "k8s/dcgm-exporter", "k8s-device-plugin", "cloud-native/gpu-operator-validator")])
+
+
+def realistic_node(name, index, resources):
+    """(status fields, annotations) a busy worker's Node adds; deterministic per name, varied across nodes. The
+    addresses in annotations are a cloud VPC's; the node's own InternalIP stays the loopback one the simulation
+    serves on."""
+    seed = int(hashlib.sha256(name.encode()).hexdigest(), 16)
+    count = 45 + seed % 21
+    start = seed % len(IMAGE_POOL)
+    images = []
+    for offset in range(count):
+        image = IMAGE_POOL[(start + offset * 7) % len(IMAGE_POOL)]
+        digest = hashlib.sha256(("%s|%s" % (image, name)).encode()).hexdigest()
+        names = ([image] if "@sha256:" in image
+                 else ["%s@sha256:%s" % (image, digest), "%s:%d.%d" % (image, 1 + offset % 9, seed % 30)])
+        images.append({"names": names, "sizeBytes": 50000000 + (seed >> offset) % 4000000000})
+    octet = (index // 250, index % 250 + 1)
+    ip = "10.0.%d.%d" % octet
+    chassis = hashlib.md5(b"chassis" + name.encode()).hexdigest()
+    annotations = {
+        "k8s.ovn.org/host-cidrs": json.dumps(["%s/24" % ip]),
+        "k8s.ovn.org/l3-gateway-config": json.dumps({"default": {
+            "mode": "shared", "bridge-id": "br-ex", "interface-id": "br-ex_" + name,
+            "mac-address": ":".join(chassis[i:i + 2] for i in range(0, 12, 2)), "ip-addresses": ["%s/24" % ip],
+            "ip-address": "%s/24" % ip, "next-hops": ["10.0.%d.1" % octet[0]], "next-hop": "10.0.%d.1" % octet[0],
+            "node-port-enable": "true", "vlan-id": "0"}}),
+        "k8s.ovn.org/node-chassis-id": "%s-%s-%s-%s-%s" % (chassis[:8], chassis[8:12], chassis[12:16], chassis[16:20],
+                                                          chassis[20:]),
+        "k8s.ovn.org/node-id": str(index + 3),
+        "k8s.ovn.org/node-masquerade-subnet": json.dumps({"ipv4": "169.254.0.0/17", "ipv6": "fd69::/112"}),
+        "k8s.ovn.org/node-primary-ifaddr": json.dumps({"ipv4": "%s/24" % ip}),
+        "k8s.ovn.org/node-subnets": json.dumps({"default": ["10.%d.%d.0/23" % (128 + index // 128, index % 128 * 2)]}),
+        "k8s.ovn.org/node-transit-switch-port-ifaddr": json.dumps({"ipv4": "100.88.%d.%d/16" % octet}),
+        "k8s.ovn.org/remote-zone-migrated": name,
+        "k8s.ovn.org/zone-name": name,
+        "csi.volume.kubernetes.io/nodeid": json.dumps({"ebs.csi.aws.com": "i-0%s" % chassis[:16]}),
+        "machine.openshift.io/machine": "openshift-machine-api/%s" % name,
+        "cloud.network.openshift.io/egress-ipconfig": json.dumps([{
+            "interface": "eni-0%s" % chassis[16:32], "ifaddr": {"ipv4": "10.0.%d.0/24" % octet[0]},
+            "capacity": {"ipv4": 14, "ipv6": 15}}]),
+        "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+    }
+    extra = {"ephemeral-storage": "%dKi" % (1048064000 + seed % 1000), "hugepages-1Gi": "0", "hugepages-2Mi": "0"}
+    status = {
+        "images": images,
+        "allocatable": dict(resources, **extra), "capacity": dict(resources, **extra),
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+    }
+    return status, annotations
+
+
 def sanitize_label_value(value):
     """NFD's rule: characters outside [-A-Za-z0-9_.] become '_', then '-_.' are trimmed at both ends."""
     return re.sub(r"[^-A-Za-z0-9_.]", "_", value).strip("-_.")
@@ -152,6 +217,9 @@ def expand_groups(fleet, prefix=""):
     """One dict a node: name, labels, annotations, taints, status."""
     nodes = []
     openshift_version = (fleet.get("openshift") or {}).get("version")
+    if fleet.get("node_status", "realistic") not in ("realistic", "minimal"):
+        raise FleetError("node_status must be realistic or minimal, not %r" % fleet.get("node_status"))
+    realistic = fleet.get("node_status", "realistic") == "realistic"
     index = 0
     for group in fleet.get("nodes") or []:
         unknown = set(group.get("faults") or {}) - set(FAULTS)
@@ -192,20 +260,25 @@ def expand_groups(fleet, prefix=""):
             if fleet.get("nfd", "prelabelled") == "prelabelled" and not faults.get("no_nfd_labels"):
                 labels.update(shown_labels)
             resources = {"cpu": str(group.get("cpu", 32)), "memory": group.get("memory", "256Gi"), "pods": "250"}
+            annotations = {"kwok.x-k8s.io/node": "fake", HARDWARE_ANNOTATION: json.dumps(hardware, sort_keys=True)}
+            status = {"allocatable": dict(resources), "capacity": dict(resources),
+                      "addresses": [{"type": "InternalIP", "address": "127.0.%d.%d" % (index // 250, index % 250 + 1)},
+                                    {"type": "Hostname", "address": name}]}
+            if realistic:
+                extra_status, extra_annotations = realistic_node(name, index, resources)
+                status.update(extra_status)
+                status["addresses"].append({"type": "InternalDNS", "address": "%s.ec2.internal" % name})
+                annotations.update(extra_annotations)
             nodes.append({
-                "name": name, "labels": labels, "taints": group.get("taints") or [],
-                "annotations": {"kwok.x-k8s.io/node": "fake", HARDWARE_ANNOTATION: json.dumps(hardware, sort_keys=True)},
-                "status": {
-                    "allocatable": dict(resources), "capacity": dict(resources),
-                    "addresses": [{"type": "InternalIP", "address": "127.0.%d.%d" % (index // 250, index % 250 + 1)},
-                                  {"type": "Hostname", "address": name}],
+                "name": name, "labels": labels, "taints": group.get("taints") or [], "annotations": annotations,
+                "status": dict(status, **{
                     "nodeInfo": {"osImage": os_image, "kernelVersion": kernel, "operatingSystem": "linux",
                                  "architecture": "amd64", "kubeletVersion": "v1.33.13",
                                  "containerRuntimeVersion": ("cri-o://1.29.8" if runtime == "cri-o"
                                                              else "containerd://1.7.22"),
                                  "machineID": hashlib.md5(name.encode()).hexdigest(),
                                  "systemUUID": hashlib.md5(b"uuid" + name.encode()).hexdigest(),
-                                 "bootID": hashlib.md5(b"boot" + name.encode()).hexdigest()}},
+                                 "bootID": hashlib.md5(b"boot" + name.encode()).hexdigest()}}),
             })
     return nodes
 

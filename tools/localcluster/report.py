@@ -47,3 +47,24 @@ def table(rows):
 
 def node_table(client):
     return table(node_rows(client))
+
+
+def node_sizes(client, page=500):
+    """(node count, mean bytes of a Node's JSON as the API server serves it, bytes of the whole list): what a
+    plain read of every Node costs, the yardstick for the collection's reads."""
+    sizes, token = [], None
+    while True:
+        query = [("limit", page)] + ([("continue", token)] if token else [])
+        response = client.call_api("/api/v1/nodes", "GET", query_params=query, auth_settings=["BearerToken"],
+                                   _preload_content=False, response_type="object")[0]
+        body = json.loads(response.data)
+        sizes.extend(len(json.dumps(item, separators=(",", ":"))) for item in body.get("items") or [])
+        token = (body.get("metadata") or {}).get("continue")
+        if not token:
+            break
+    return len(sizes), (sum(sizes) / len(sizes) if sizes else 0), sum(sizes)
+
+
+def node_size_line(client):
+    count, mean, total = node_sizes(client)
+    return "Node objects: %d, mean %.1f KB of JSON as served (%.1f MB for a full list)" % (count, mean / 1e3, total / 1e6)
