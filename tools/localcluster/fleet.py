@@ -41,6 +41,7 @@ import copy
 import hashlib
 import json
 import re
+import uuid
 
 import kubernetes
 from kubernetes.client.rest import ApiException
@@ -129,8 +130,7 @@ def realistic_node(name, index, resources):
             "mac-address": ":".join(chassis[i:i + 2] for i in range(0, 12, 2)), "ip-addresses": ["%s/24" % ip],
             "ip-address": "%s/24" % ip, "next-hops": ["10.0.%d.1" % octet[0]], "next-hop": "10.0.%d.1" % octet[0],
             "node-port-enable": "true", "vlan-id": "0"}}),
-        "k8s.ovn.org/node-chassis-id": "%s-%s-%s-%s-%s" % (chassis[:8], chassis[8:12], chassis[12:16], chassis[16:20],
-                                                          chassis[20:]),
+        "k8s.ovn.org/node-chassis-id": str(uuid.UUID(chassis)),
         "k8s.ovn.org/node-id": str(index + 3),
         "k8s.ovn.org/node-masquerade-subnet": json.dumps({"ipv4": "169.254.0.0/17", "ipv6": "fd69::/112"}),
         "k8s.ovn.org/node-primary-ifaddr": json.dumps({"ipv4": "%s/24" % ip}),
