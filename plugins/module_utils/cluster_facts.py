@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """What the states of the stack need to know about the cluster before they apply anything, read in one go:
 whether it is OpenShift, the container runtime of the toolkit's nodes, the operand namespace, an NFD already
-running, the CRDs of optional integrations, whether the cluster's Proxy sets anything."""
+running, the CRDs and namespaces of optional integrations, whether the cluster's Proxy sets anything."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -34,7 +34,8 @@ def container_runtimes(nodes):
                 for node in nodes)
 
 
-def read_facts(api, namespace, detect_openshift, runtime_label_selector, daemonset_name, crd_names, proxy=False):
+def read_facts(api, namespace, detect_openshift, runtime_label_selector, daemonset_name, crd_names, proxy=False,
+               namespace_names=()):
     """The facts, as cluster_facts returns them. api: a ClusterAPI."""
     facts = {'namespace': api.read_optional(NAMESPACE % namespace)[0]}
     if detect_openshift:
@@ -46,6 +47,7 @@ def read_facts(api, namespace, detect_openshift, runtime_label_selector, daemons
             {'namespace': item['metadata']['namespace'], 'name': item['metadata']['name']}
             for item in api.list_daemonsets_named(daemonset_name)]
     facts['crds'] = [name for name in crd_names if api.read_optional(CRD % name)[0]]
+    facts['namespaces'] = [name for name in namespace_names if api.read_optional(NAMESPACE % name)[0]]
     if proxy:
         # Only whether: the values may hold credentials, which this module's result must not carry.
         facts['proxy_configured'] = proxy_configured(api.read_optional(CLUSTER_PROXY)[0])

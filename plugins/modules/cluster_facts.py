@@ -14,7 +14,7 @@ author: accelerators.gpu developers (@accelerators-gpu)
 description:
   - Reads, in one module run instead of one per object, the operand namespace, whether the API server serves
     OpenShift's C(config.openshift.io) API, the container runtime of selected nodes, the DaemonSets of a name in every
-    namespace, and which of some CustomResourceDefinitions exist.
+    namespace, and which of some CustomResourceDefinitions and namespaces exist.
   - Never changes anything. Every result carries I(api_requests), the API requests sent, by HTTP verb.
 options:
   namespace:
@@ -35,6 +35,11 @@ options:
     type: str
   crd_names:
     description: Names of CustomResourceDefinitions (C(<plural>.<group>)) whose existence to report in RV(crds).
+    type: list
+    elements: str
+    default: []
+  namespace_names:
+    description: Names of other namespaces whose existence to report in RV(namespaces) (C(openshift-config-managed)...).
     type: list
     elements: str
     default: []
@@ -92,6 +97,11 @@ crds:
   returned: always
   type: list
   elements: str
+namespaces:
+  description: The names in O(namespace_names) of the namespaces that exist.
+  returned: always
+  type: list
+  elements: str
 proxy_configured:
   description: Whether the cluster's Proxy sets C(httpProxy), C(httpsProxy), C(noProxy) or C(trustedCA); false without one.
   returned: when O(check_proxy) is true
@@ -113,10 +123,12 @@ def main():
         runtime_label_selector=dict(type='str'),
         daemonset_name=dict(type='str'),
         crd_names=dict(type='list', elements='str', default=[]),
+        namespace_names=dict(type='list', elements='str', default=[]),
         check_proxy=dict(type='bool', default=False),
     ), lambda module, api: dict(changed=False, **read_facts(
         api, module.params['namespace'], module.params['detect_openshift'], module.params['runtime_label_selector'],
-        module.params['daemonset_name'], module.params['crd_names'], module.params['check_proxy'])))
+        module.params['daemonset_name'], module.params['crd_names'], module.params['check_proxy'],
+        module.params['namespace_names'])))
 
 
 if __name__ == '__main__':

@@ -65,8 +65,12 @@ DEPLOY_RULES = [
      "verbs": ["get", "create", "patch", "delete"]},
     {"apiGroups": ["node.k8s.io"], "resources": ["runtimeclasses"], "verbs": ["get", "create", "patch"]},
     {"apiGroups": ["monitoring.coreos.com"], "resources": ["servicemonitors"], "verbs": ["get", "create", "patch"]},
+    # The alerts' PrometheusRule (delete: when dcgm_exporter_alerts is switched off).
+    {"apiGroups": ["monitoring.coreos.com"], "resources": ["prometheusrules"],
+     "verbs": ["get", "create", "patch", "delete"]},
     {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
-     "resourceNames": ["servicemonitors.monitoring.coreos.com", "nodefeaturediscoveries.nfd.openshift.io"],
+     "resourceNames": ["servicemonitors.monitoring.coreos.com", "prometheusrules.monitoring.coreos.com",
+                       "nodefeaturediscoveries.nfd.openshift.io"],
      "verbs": ["get"]},
     # The operands' RBAC, and what it grants.
     {"apiGroups": ["rbac.authorization.k8s.io"],

@@ -285,7 +285,7 @@ def test_rerun_validates_only_nodes_whose_operand_pod_was_replaced_and_a_tag_run
         key: uid for key, uid in first.items() if key != ("driver", gpu0)}
     # The shared settings run once, with the first state the tags select.
     facts = (": Read the platform, the toolkit nodes' runtime, the operand namespace, NFD workers, the"
-             " ServiceMonitor API, the proxy")
+             " monitoring APIs, the proxy")
     assert [name for name, _result in rerun.results if name.endswith(facts)] == ["accelerators.gpu.common " + facts]
 
 

@@ -59,6 +59,9 @@ def test_kubernetes_flavour_starts_on_loopback_and_stops_completely(tmp_path):
         groups = [g.name for g in kubernetes.client.ApisApi(client).get_api_versions().groups]
         assert "apps" in groups
         assert not [g for g in groups if g.endswith("openshift.io")]
+        assert "monitoring.coreos.com" not in groups
+        namespaces = [n.metadata.name for n in kubernetes.client.CoreV1Api(client).list_namespace().items]
+        assert not set(api.OPENSHIFT_NAMESPACES) & set(namespaces)
         assert api.local_flavour(client, controlplane.MARKER) == "kubernetes"
     finally:
         stopped = plane.down()
@@ -76,6 +79,8 @@ def test_openshift_flavour_serves_the_openshift_apis(cluster):
         served = crd.spec.versions[0]
         assert served.name == version
         assert bool(served.subresources and served.subresources.status is not None) == has_status
+    namespaces = [n.metadata.name for n in cluster.core.list_namespace().items]
+    assert set(api.OPENSHIFT_NAMESPACES) <= set(namespaces)
 
 
 def test_a_real_cluster_is_never_taken_for_a_local_one(cluster):

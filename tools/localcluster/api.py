@@ -22,7 +22,11 @@ OPENSHIFT_APIS = (
     ("operators.coreos.com", "v1alpha1", "ClusterServiceVersion", "clusterserviceversions", "Namespaced", True),
     ("nfd.openshift.io", "v1", "NodeFeatureDiscovery", "nodefeaturediscoveries", "Namespaced", True),
     ("monitoring.coreos.com", "v1", "ServiceMonitor", "servicemonitors", "Namespaced", True),
+    ("monitoring.coreos.com", "v1", "PrometheusRule", "prometheusrules", "Namespaced", False),
 )
+# Namespaces every OpenShift cluster has that the collection writes into: the console reads its dashboards from
+# openshift-config-managed.
+OPENSHIFT_NAMESPACES = ("openshift-config-managed",)
 
 
 def client_from_kubeconfig(path):
@@ -43,8 +47,16 @@ def crd(group, version, kind, plural, scope, has_status):
 
 
 def install_crds(client, flavour, timeout=60):
+    """The OpenShift flavour's APIs (OPENSHIFT_APIS) and namespaces (OPENSHIFT_NAMESPACES); nothing for the others."""
     if flavour != "openshift":
         return
+    core = kubernetes.client.CoreV1Api(client)
+    for name in OPENSHIFT_NAMESPACES:
+        try:
+            core.create_namespace({"metadata": {"name": name}})
+        except ApiException as error:
+            if error.status != 409:
+                raise
     ext = kubernetes.client.ApiextensionsV1Api(client)
     names = []
     for spec in OPENSHIFT_APIS:

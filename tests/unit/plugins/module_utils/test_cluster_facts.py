@@ -38,13 +38,17 @@ def test_every_fact_in_one_pass(monkeypatch):
             'items': [{'metadata': {'namespace': 'site-nfd', 'name': 'nfd-worker'}}], 'metadata': {}},
         ('GET', CRD_PATH % 'servicemonitors.monitoring.coreos.com'): {'kind': 'CustomResourceDefinition'},
         ('GET', CRD_PATH % 'podmonitors.monitoring.coreos.com'): missing('podmonitors.monitoring.coreos.com'),
+        ('GET', '/api/v1/namespaces/openshift-config-managed'): {'kind': 'Namespace'},
+        ('GET', '/api/v1/namespaces/openshift-console'): missing('openshift-console'),
         ('GET', '/apis/config.openshift.io/v1/proxies/cluster'): {
             'kind': 'Proxy', 'spec': {}, 'status': {'httpsProxy': 'http://user:secret@proxy:3128'}}})
     facts = read_facts(make_api(monkeypatch, client), 'gpu', True, 'toolkit=true', 'nfd-worker',
-                       ['servicemonitors.monitoring.coreos.com', 'podmonitors.monitoring.coreos.com'], proxy=True)
+                       ['servicemonitors.monitoring.coreos.com', 'podmonitors.monitoring.coreos.com'], proxy=True,
+                       namespace_names=['openshift-config-managed', 'openshift-console'])
     assert facts == {'namespace': NAMESPACE, 'openshift_api': True, 'container_runtimes': {'gpu-0': 'crio'},
                      'daemonsets': [{'namespace': 'site-nfd', 'name': 'nfd-worker'}],
-                     'crds': ['servicemonitors.monitoring.coreos.com'], 'proxy_configured': True}
+                     'crds': ['servicemonitors.monitoring.coreos.com'], 'namespaces': ['openshift-config-managed'],
+                     'proxy_configured': True}
     params = dict((path, params) for _method, path, _body, params in client.requests)
     assert params['/api/v1/nodes']['label_selector'] == 'toolkit=true'
     assert params['/apis/apps/v1/daemonsets']['field_selector'] == 'metadata.name=nfd-worker'
@@ -56,6 +60,6 @@ def test_a_missing_namespace_and_plain_kubernetes_read_only_what_is_asked(monkey
         # An API the server does not serve: no Status details.
         ('GET', '/apis/config.openshift.io/v1/clusterversions/version'): (404, '404 page not found\n')})
     facts = read_facts(make_api(monkeypatch, client), 'gpu', True, None, None, [])
-    assert facts == {'namespace': None, 'openshift_api': False, 'crds': []}
+    assert facts == {'namespace': None, 'openshift_api': False, 'crds': [], 'namespaces': []}
     assert [path for _method, path, _body, _params in client.requests] == [
         '/api/v1/namespaces/gpu', '/apis/config.openshift.io/v1/clusterversions/version']

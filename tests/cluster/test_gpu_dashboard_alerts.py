@@ -1,0 +1,266 @@
+"""The DCGM exporter role's console dashboard and alerts: the manifests it renders (no cluster), their life on the
+OpenShift flavour (applied by the deploy, unchanged by a re-run and by check mode, the alerts removed when switched
+off, both removed by the uninstall and nothing else with them), and their absence on plain Kubernetes."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import pytest
+import yaml
+from kubernetes.client.rest import ApiException
+
+from gpu_fleet import RHCOS_416
+from playbook import COLLECTIONS, ROOT
+from test_deploy import fleet_variables, gpu_fleet, playbook
+
+ROLE = os.path.join(ROOT, "roles", "dcgm_exporter")
+DASHBOARD = ("openshift-config-managed", "nvidia-dcgm-exporter-dashboard")
+DASHBOARD_KEY = "dcgm-exporter-dashboard.json"
+RULE = "nvidia-gpu-alerts"
+ALERTS = ["GPUOperatorNodeDeploymentDriverFailed", "GPUOperatorNodeDeploymentToolkitFailed",
+          "GPUOperatorNodeDeploymentFailed", "GPUOperatorNodeDeploymentCudaFailed", "GPUXidError",
+          "GPUTemperatureHigh", "GPUNodeGPUsUnavailable", "GPUNodeMetricsMissing"]
+# What the dashboard must show (the metrics of the DCGM exporter's default list it draws on).
+DASHBOARD_METRICS = {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_GPU_TEMP",
+                     "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_XID_ERRORS"}
+# Every series the expressions may read: the DCGM exporter's (default list) and kube-state-metrics'.
+KNOWN_METRICS = DASHBOARD_METRICS | {"kube_pod_info", "kube_pod_status_ready", "kube_pod_status_phase",
+                                     "kube_node_status_capacity", "kube_node_status_allocatable"}
+METRIC = re.compile(r"\b(DCGM_FI_[A-Z0-9_]+|kube_[a-z_]+)\b")
+PAIRS = {")": "(", "}": "{", "]": "["}
+
+
+def promql_problems(expr):
+    """What is visibly wrong with a PromQL expression: empty, Jinja left in it, unbalanced brackets or quotes,
+    unknown metrics. Not a parser: it catches what a template can break."""
+    problems = []
+    if not expr or not expr.strip():
+        return ["empty"]
+    if "{{" in expr or "{%" in expr:
+        problems.append("Jinja left in it")
+    stack, quoted = [], False
+    for char in expr:
+        if char == '"':
+            quoted = not quoted
+        elif quoted:
+            continue
+        elif char in "({[":
+            stack.append(char)
+        elif char in PAIRS:
+            if not stack or stack.pop() != PAIRS[char]:
+                problems.append("unbalanced %s" % char)
+                break
+    if quoted:
+        problems.append("unterminated string")
+    if stack:
+        problems.append("unclosed %s" % "".join(stack))
+    unknown = set(METRIC.findall(expr)) - KNOWN_METRICS
+    if unknown:
+        problems.append("unknown metrics %s" % sorted(unknown))
+    if not METRIC.search(expr):
+        problems.append("reads no metric")
+    return problems
+
+
+def test_promql_problems_catches_what_a_template_can_break():
+    assert promql_problems('max by (node) (kube_pod_info{namespace="a"}) > 0') == []
+    assert promql_problems("  ") == ["empty"]
+    assert promql_problems('max(DCGM_FI_DEV_GPU_TEMP{namespace="{{ ns }}"})') == ["Jinja left in it"]
+    assert promql_problems("max(DCGM_FI_DEV_GPU_TEMP") == ["unclosed ("]
+    assert promql_problems('sum(DCGM_FI_DEV_GPU_TEMP{a="x)"}))') == ["unbalanced )"]
+    assert promql_problems('DCGM_FI_DEV_GPU_TEMP{a="x}') == ["unterminated string", "unclosed {"]
+    assert promql_problems("DCGM_FI_DEV_NOPE > 1") == ["unknown metrics ['DCGM_FI_DEV_NOPE']"]
+    assert promql_problems("vector(1)") == ["reads no metric"]
+
+
+def render(variables):
+    """The role's PrometheusRule and dashboard ConfigMap, rendered by ansible-playbook as the role renders them
+    (template lookup; the dashboard's file lookup), with the role's defaults and vars under `variables`."""
+    with tempfile.TemporaryDirectory(prefix="accelerators-gpu-render-") as workdir:
+        for folder in ("templates", "files"):
+            os.symlink(os.path.join(ROLE, folder), os.path.join(workdir, folder))
+        play = [{"hosts": "localhost", "gather_facts": False,
+                 "vars_files": [os.path.join(ROLE, "defaults", "main.yml"), os.path.join(ROLE, "vars", "main.yml")],
+                 "tasks": [{"name": "render", "ansible.builtin.debug": {"msg": "{{ query('ansible.builtin.template', "
+                                                                               "'prometheusrule.yml.j2', "
+                                                                               "'dashboard_configmap.yml.j2') }}"}}]}]
+        path = os.path.join(workdir, "render.yml")
+        with open(path, "w") as handle:
+            yaml.safe_dump(play, handle)
+        env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+                   ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false",
+                   ANSIBLE_PYTHON_INTERPRETER=sys.executable)
+        process = subprocess.run(
+            [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c", "local",
+             "-e", json.dumps(variables), path],
+            env=env, cwd=workdir, capture_output=True, text=True, timeout=120, check=False)
+    assert process.returncode == 0, (process.stdout[-3000:], process.stderr[-3000:])
+    assert "WARNING]" not in process.stderr, process.stderr
+    rule_text, dashboard_text = json.loads(process.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]["msg"]
+    return yaml.safe_load(rule_text), yaml.safe_load(dashboard_text)
+
+
+def rules_of(rule):
+    return {entry["alert"]: entry for group in rule["spec"]["groups"] for entry in group["rules"]}
+
+
+def check_rule(rule, namespace):
+    """The PrometheusRule as the role declares it: its alerts, each with a sound expression, a severity, a
+    duration and Prometheus' own templates intact in its annotations."""
+    assert (rule["apiVersion"], rule["kind"]) == ("monitoring.coreos.com/v1", "PrometheusRule")
+    assert (rule["metadata"]["name"], rule["metadata"]["namespace"]) == (RULE, namespace)
+    assert rule["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "accelerators.gpu"
+    rules = rules_of(rule)
+    assert sorted(rules) == sorted(ALERTS)
+    for name, entry in rules.items():
+        assert promql_problems(entry["expr"]) == [], (name, entry["expr"])
+        assert entry["labels"]["severity"] in ("info", "warning", "critical"), name
+        assert re.match(r"^\d+[smh]$", entry["for"]), (name, entry["for"])
+        assert entry["annotations"]["summary"] and entry["annotations"]["description"], name
+        assert "{{ $labels." in entry["annotations"]["description"], name
+    # Each alert reads this stack's exporter and operands, not another namespace's.
+    for name in ALERTS:
+        if "nvidia_com_gpu" not in rules[name]["expr"] or "DCGM" in rules[name]["expr"]:
+            assert 'namespace="%s"' % namespace in rules[name]["expr"], name
+    return rules
+
+
+def check_dashboard(config_map):
+    """The dashboard ConfigMap: the console's labels, and a Grafana dashboard whose panels query the DCGM metrics."""
+    assert (config_map["metadata"]["namespace"], config_map["metadata"]["name"]) == DASHBOARD
+    labels = config_map["metadata"]["labels"]
+    assert labels["console.openshift.io/dashboard"] == "true"
+    assert labels["console.openshift.io/odc-dashboard"] == "true"
+    assert labels["app.kubernetes.io/managed-by"] == "accelerators.gpu"
+    assert list(config_map["data"]) == [DASHBOARD_KEY]
+    dashboard = json.loads(config_map["data"][DASHBOARD_KEY])
+    assert dashboard["title"] and dashboard["panels"]
+    # Only the panel types the console renders.
+    assert {panel["type"] for panel in dashboard["panels"]} <= {"row", "singlestat", "graph"}
+    expressions = [target["expr"] for panel in dashboard["panels"] if panel["type"] != "row"
+                   for target in panel["targets"]]
+    assert expressions
+    for expr in expressions:
+        assert promql_problems(expr) == [], expr
+    assert DASHBOARD_METRICS <= set(METRIC.findall(" ".join(expressions)))
+    # Panel ids are unique and every panel sits on the 24-column grid.
+    assert len({panel["id"] for panel in dashboard["panels"]}) == len(dashboard["panels"])
+    assert all(panel["gridPos"]["x"] + panel["gridPos"]["w"] <= 24 for panel in dashboard["panels"])
+    return dashboard
+
+
+def test_rendered_rule_and_dashboard_are_sound_with_defaults_and_overrides():
+    rule, config_map = render({"common_namespace": "gpu-stack"})
+    rules = check_rule(rule, "gpu-stack")
+    check_dashboard(config_map)
+    assert (rules["GPUXidError"]["labels"]["severity"], rules["GPUXidError"]["for"]) == ("warning", "0s")
+    assert rules["GPUTemperatureHigh"]["expr"].strip().endswith("> 85")
+    assert rules["GPUNodeGPUsUnavailable"]["labels"]["severity"] == "critical"
+    assert rules["GPUOperatorNodeDeploymentDriverFailed"]["for"] == "30m"
+
+    rule, _config_map = render({"common_namespace": "gpu-stack", "dcgm_exporter_alerts_temperature_threshold": 78,
+                                "dcgm_exporter_alerts_severity": {"GPUXidError": "critical"},
+                                "dcgm_exporter_alerts_for": {"GPUTemperatureHigh": "10m"}})
+    rules = check_rule(rule, "gpu-stack")
+    assert rules["GPUXidError"]["labels"]["severity"] == "critical"
+    assert rules["GPUTemperatureHigh"]["for"] == "10m"
+    assert rules["GPUTemperatureHigh"]["expr"].strip().endswith("> 78")
+    assert "above 78 °C" in rules["GPUTemperatureHigh"]["annotations"]["description"]
+    # Overrides touch only what they name.
+    assert rules["GPUNodeGPUsUnavailable"]["labels"]["severity"] == "critical"
+
+
+def read_optional(cluster, path):
+    try:
+        return cluster.client.call_api(path, "GET", response_type="object", _return_http_data_only=True,
+                                       auth_settings=["BearerToken"])
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+
+
+def dashboard_of(cluster):
+    return read_optional(cluster, "/api/v1/namespaces/%s/configmaps/%s" % DASHBOARD)
+
+
+def rule_of(cluster, namespace):
+    return read_optional(cluster, "/apis/monitoring.coreos.com/v1/namespaces/%s/prometheusrules/%s" % (namespace, RULE))
+
+
+def test_openshift_deploy_applies_them_reruns_unchanged_and_uninstall_removes_only_them(
+        cluster, namespace, make_fleet):
+    if cluster.flavour != "openshift":
+        pytest.skip("the session cluster is of the kubernetes flavour")
+    spec = gpu_fleet({"name": "gpu", "gpu": {"product": "NVIDIA-L40S", "count": 2}, "os": {"rhcos": RHCOS_416}})
+    make_fleet(spec)
+    # The console's own dashboards share the namespace: the uninstall must leave them.
+    site = "site-dashboard-" + os.urandom(2).hex()
+    cluster.core.create_namespaced_config_map(DASHBOARD[0], {"metadata": {
+        "name": site, "labels": {"console.openshift.io/dashboard": "true"}}, "data": {"site.json": "{}"}})
+    try:
+        variables = fleet_variables(namespace, spec, dcgm_exporter_alerts_temperature_threshold=80)
+        first = playbook(cluster, "deploy", variables).succeeded()
+        rules = check_rule(rule_of(cluster, namespace), namespace)
+        assert rules["GPUTemperatureHigh"]["expr"].strip().endswith("> 80")
+        dashboard = dashboard_of(cluster)
+        check_dashboard(dashboard)
+        applied = [item["object"] for _name, result in first.results for item in result.get("objects") or []]
+        assert "PrometheusRule %s/%s" % (namespace, RULE) in applied
+        assert "ConfigMap %s/%s" % DASHBOARD in applied
+
+        assert playbook(cluster, "deploy", variables).succeeded().stats["changed"] == 0
+        assert playbook(cluster, "deploy", variables, check=True).succeeded().stats["changed"] == 0
+        assert dashboard_of(cluster)["metadata"]["resourceVersion"] == dashboard["metadata"]["resourceVersion"]
+
+        # Alerts switched off go; the dashboard stays as it was.
+        off = playbook(cluster, "deploy", dict(variables, dcgm_exporter_alerts=False), tags="dcgm_exporter")
+        assert off.succeeded().stats["changed"] == 1
+        assert rule_of(cluster, namespace) is None
+        assert dashboard_of(cluster)["metadata"]["resourceVersion"] == dashboard["metadata"]["resourceVersion"]
+        playbook(cluster, "deploy", variables, tags="dcgm_exporter").succeeded()
+        assert rule_of(cluster, namespace) is not None
+
+        playbook(cluster, "uninstall", variables).succeeded()
+        assert rule_of(cluster, namespace) is None
+        assert dashboard_of(cluster) is None
+        # The namespace existed before the deploy: it stays, and so do the site's dashboards.
+        assert cluster.core.read_namespace(namespace).metadata.deletion_timestamp is None
+        assert cluster.core.read_namespaced_config_map(site, DASHBOARD[0]).data == {"site.json": "{}"}
+    finally:
+        cluster.core.delete_namespaced_config_map(site, DASHBOARD[0])
+
+
+def test_kubernetes_without_the_apis_skips_them_and_uninstalls_cleanly(kubernetes_cluster, make_fleet):
+    spec = gpu_fleet({"name": "gpu", "gpu": {"count": 2}, "os": {"ubuntu": "22.04"}, "runtime": "containerd",
+                      "nfd_style": "class-vendor"}, openshift=None)
+    make_fleet(spec, on=kubernetes_cluster)
+    namespace = "t-dash-k8s-" + os.urandom(2).hex()
+    variables = fleet_variables(namespace, spec)
+    try:
+        # An alert the role does not define is refused before anything of the state is applied.
+        refused = playbook(kubernetes_cluster, "deploy", dict(variables, dcgm_exporter_alerts_for={"GPUOnFire": "1m"}),
+                           tags="dcgm_exporter")
+        task, failed = refused.failure()
+        assert task.endswith(": Alert names given severities or durations are the role's")
+        assert "GPUOnFire" in failed["msg"] and "GPUXidError" in failed["msg"]
+
+        run = playbook(kubernetes_cluster, "deploy", variables).succeeded()
+        applied = [item["object"] for _name, result in run.results for item in result.get("objects") or []]
+        assert not [name for name in applied if name.startswith("PrometheusRule") or DASHBOARD[1] in name]
+        assert any(name.startswith("DaemonSet %s/nvidia-dcgm-exporter" % namespace) for name in applied)
+        assert dashboard_of(kubernetes_cluster) is None
+        assert read_optional(kubernetes_cluster, "/apis/monitoring.coreos.com/v1") is None
+        assert playbook(kubernetes_cluster, "deploy", variables).succeeded().stats["changed"] == 0
+        playbook(kubernetes_cluster, "uninstall", variables).succeeded()
+        assert kubernetes_cluster.apps.list_namespaced_daemon_set(namespace).items == []
+    finally:
+        try:
+            kubernetes_cluster.core.delete_namespace(namespace)
+        except ApiException as error:
+            if error.status != 404:
+                raise
