@@ -106,3 +106,12 @@ def test_gpu_summary_falls_back_to_nfd_pci_device_labels(label, product, memory,
 def test_gpu_summary_without_a_device_id_is_unknown():
     assert gpu_summary({NFD + 'pci-10de.present': 'true'}) == {
         'product': None, 'memory': None, 'mig_capable': None, 'source': None}
+
+
+def test_the_role_waits_for_the_labels_this_module_checks():
+    import os
+    import yaml
+    root = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..')
+    with open(os.path.join(root, 'roles', 'gpu_feature_discovery', 'vars', 'main.yml')) as handle:
+        role_vars = yaml.safe_load(handle)
+    assert role_vars['gpu_feature_discovery_waited_labels'] == list(WAITED)
