@@ -73,3 +73,46 @@ def test_gfd_waits_for_driver_and_toolkit_and_crash_loops_with_the_fault():
 def test_hardware_annotation_is_what_the_simulator_reads():
     node = gpu_node({"product": "Tesla-T4", "count": 1})
     assert simulator.hardware(node) == json.loads(node["metadata"]["annotations"][fleet.HARDWARE_ANNOTATION])
+
+
+class Core:
+    """Records node label patches as the API server would apply them (a null value removes the label)."""
+
+    def __init__(self, node):
+        self.node = node
+        self.patches = []
+
+    def patch_node(self, name, body):
+        self.patches.append(body["metadata"]["labels"])
+        labels = self.node["metadata"].setdefault("labels", {})
+        for key, value in body["metadata"]["labels"].items():
+            if value is None:
+                labels.pop(key, None)
+            else:
+                labels[key] = value
+
+
+def pod(uid, component, image, env=()):
+    return {"metadata": {"uid": uid, "labels": {"app.kubernetes.io/component": component}},
+            "spec": {"containers": [{"name": "c", "image": image, "env": list(env)}]}}
+
+
+def test_labels_come_while_gfd_is_ready_stay_put_and_go_with_it():
+    node = gpu_node({"product": "NVIDIA-H100-80GB-HBM3", "count": 8}, machine="DGX-H100")
+    sim = simulator.Simulator.__new__(simulator.Simulator)
+    sim.core = Core(node)
+    driver = pod("d", simulator.DRIVER, "nvcr.io/nvidia/driver:580.95.05-rhcos4.18")
+    gfd = pod("g", simulator.GFD, "nvcr.io/nvidia/k8s-device-plugin:v0.17.4", [{"name": "MIG_STRATEGY", "value": "single"}])
+    sim.written = {"d": ["ready", "", ""], "g": ["ready", "", ""]}
+    ready = {simulator.DRIVER, simulator.TOOLKIT, simulator.GFD}
+    sim.reconcile_gfd_labels(node, ready, [driver, gfd])
+    labels = node["metadata"]["labels"]
+    assert (labels["nvidia.com/gpu.product"], labels["nvidia.com/gpu.family"], labels["nvidia.com/cuda.driver.major"],
+            labels["nvidia.com/cuda.runtime-version.full"], labels["nvidia.com/mig.strategy"],
+            labels["nvidia.com/gpu.machine"]) == ("NVIDIA-H100-80GB-HBM3", "hopper", "580", "13.0", "single", "DGX-H100")
+    sim.reconcile_gfd_labels(node, ready, [driver, gfd])
+    assert len(sim.core.patches) == 1  # nothing changed, nothing written (the timestamp kept)
+    sim.written["g"] = ["pending", "PodInitializing", "waiting"]
+    sim.reconcile_gfd_labels(node, ready - {simulator.GFD}, [driver, gfd])
+    assert not [key for key in node["metadata"]["labels"] if key in simulator.GFD_LABEL_KEYS]
+    assert node["metadata"]["labels"]["feature.node.kubernetes.io/pci-10de.present"] == "true"
