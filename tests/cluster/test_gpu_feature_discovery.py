@@ -117,6 +117,24 @@ def test_every_gpu_node_carries_gfd_labels_of_its_hardware_shown_by_status_rerun
             assert (product, memory, mig) == (rows[node]["product"], str(rows[node]["memory"]),
                                               "yes" if rows[node]["mig_capable"] else "no")
 
+        # Switched off: its objects go, and with its pods its labels (in the simulator at once); status falls back to
+        # NFD's PCI labels, which carry no device id here, and counts the nodes ready without GFD.
+        off = dict(variables, gpu_feature_discovery_enabled=False)
+        no_warnings(playbook(cluster, "deploy", off, tags="gpu_feature_discovery").succeeded())
+        assert not cluster.apps.list_namespaced_daemon_set(
+            namespace, field_selector="metadata.name=gpu-feature-discovery").items
+        assert not cluster.core.list_namespaced_service_account(
+            namespace, field_selector="metadata.name=nvidia-gpu-feature-discovery").items
+        wait_for(lambda: not cluster.core.list_namespaced_pod(
+            namespace, label_selector="app.kubernetes.io/component=gpu-feature-discovery").items,
+            timeout=60, message="GFD pods gone")
+        wait_for(lambda: not any(gfd_labels_of(labels) for labels in node_labels(cluster, names).values()),
+                 timeout=60, message="GFD labels gone with its pods")
+        status = status_of(cluster, off)
+        assert status["ready"] is True
+        assert {(row["product"], row["gpu_info"], row["gpu_feature_discovery"]) for row in status["nodes"]} == {
+            (None, None, "-")}
+
         no_warnings(playbook(cluster, "uninstall", variables).succeeded())
         assert node_labels(cluster, names) == before
         assert not cluster.apps.list_namespaced_daemon_set(
@@ -127,7 +145,7 @@ def test_every_gpu_node_carries_gfd_labels_of_its_hardware_shown_by_status_rerun
         delete_namespace(cluster, namespace)
 
 
-def test_a_node_whose_gfd_cannot_initialise_fails_the_deploy_naming_it_and_mig_strategy_reaches_gfd(
+def test_a_node_whose_gfd_cannot_initialise_fails_the_deploy_naming_it_and_gfd_follows_the_device_plugin(
         cluster, make_fleet):
     spec = gpu_fleet({"name": "good", "gpu": {"product": "Tesla-T4", "count": 1}, "os": {"rhcos": RHCOS_416}},
                      {"name": "bad", "gpu": {"product": "Tesla-T4", "count": 1}, "os": {"rhcos": RHCOS_416},
@@ -135,7 +153,9 @@ def test_a_node_whose_gfd_cannot_initialise_fails_the_deploy_naming_it_and_mig_s
     good, bad = make_fleet(spec).node_names
     namespace = "t-gfd-fault-" + os.urandom(2).hex()
     try:
-        run = playbook(cluster, "deploy", fleet_variables(namespace, spec, device_plugin_mig_strategy="single"))
+        run = playbook(cluster, "deploy", fleet_variables(
+            namespace, spec, device_plugin_mig_strategy="single",
+            device_plugin_time_slicing=[{"name": "t4-x2", "replicas": 2}]))
         task, failed = run.failure()
         assert task.endswith(GFD_TASK)
         assert failed["outcome"] == "failed" and failed["elapsed"] < 60
@@ -150,6 +170,13 @@ def test_a_node_whose_gfd_cannot_initialise_fails_the_deploy_naming_it_and_mig_s
                 labels[good]["nvidia.com/mig.capable"]) == ("Tesla-T4", "single", "false")
         assert gfd_labels_of(labels[bad]) == {}
         daemonset = cluster.apps.read_namespaced_daemon_set("gpu-feature-discovery", namespace)
-        assert {e.name: e.value for e in daemonset.spec.template.spec.containers[0].env}["MIG_STRATEGY"] == "single"
+        pod_spec = daemonset.spec.template.spec
+        env = {e.name: e.value for e in pod_spec.containers[0].env}
+        assert (env["MIG_STRATEGY"], env["CONFIG_FILE"]) == ("single", "/config/config.yaml")
+        # The device plugin's time-slicing configuration reaches GFD through the config manager.
+        assert [c.name for c in pod_spec.containers] == ["gpu-feature-discovery", "config-manager"]
+        assert [c.name for c in pod_spec.init_containers] == ["toolkit-validation", "config-manager-init"]
+        assert pod_spec.share_process_namespace is True
+        assert [v.config_map.name for v in pod_spec.volumes if v.config_map] == ["nvidia-device-plugin-config"]
     finally:
         delete_namespace(cluster, namespace)
