@@ -50,6 +50,20 @@ options:
         more) until every node in C(ready_nodes) advertises O(resource), in the same call.
     type: bool
     default: false
+  node_labels:
+    description:
+      - With V(daemonsets), once the DaemonSets are ready (and their nodes advertise O(resource) when
+        O(allocatable_on_ready_nodes)), wait for at most O(timeout) seconds more until every node in C(ready_nodes)
+        carries each of these labels, well-formed (GPU feature discovery's numeric labels decimal, its boolean ones
+        V(true) or V(false), a product not empty), and with the value O(node_label_values) gives, if any. The failure
+        names each node and what it lacks; C(label_problems) returns the same.
+    type: list
+    elements: str
+    default: []
+  node_label_values:
+    description: Values some of O(node_labels) must have, by label.
+    type: dict
+    default: {}
   service:
     description:
       - With V(daemonsets), once the DaemonSets are ready, wait (for at most O(service_timeout) seconds more) until

@@ -11,6 +11,8 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.accelerators.gpu.plugins.module_utils.gfd_labels import gfd_labels_to_remove
+
 NFD_PREFIX = 'feature.node.kubernetes.io/'
 OLD_NFD_PREFIX = 'node.alpha.kubernetes-incubator.io/nfd-'
 NFD_FEATURE_LABELS_ANNOTATION = 'nfd.node.kubernetes.io/feature-labels'
@@ -237,8 +239,9 @@ def plan_gpu_node_labels(node_facts_or_node, operands=OPERANDS, present=True):
     A node NFD labelled without an NVIDIA PCI device but with gpu.present (its GPU is gone) gets
     gpu.present=false, as the GPU Operator does. A node without NFD labels is left alone: nothing says
     its GPU is gone, NFD may just be down.
-    present=False removes what this collection manages (uninstall): gpu.present, deploy labels set to 'true' and
-    the driver rollout's nvidia.com/gpu-driver-upgrade-state.
+    present=False removes what this collection manages (uninstall): gpu.present, deploy labels set to 'true', the
+    driver rollout's nvidia.com/gpu-driver-upgrade-state and the labels GPU feature discovery wrote
+    (gfd_labels.is_gfd_label: nvidia.com/gpu.product, cuda.*, mig.capable, ...; not mig.config, an admin's).
 
     Removal (kill switch nvidia.com/gpu.deploy.operands=false, GPU gone, present=False) takes away every
     nvidia.com/gpu.deploy.* label whose value is 'true'. Other values ('false', 'pre-installed',
@@ -257,6 +260,7 @@ def plan_gpu_node_labels(node_facts_or_node, operands=OPERANDS, present=True):
         for label in (GPU_PRESENT_LABEL, DRIVER_UPGRADE_STATE_LABEL):
             if label in labels:
                 changes[label] = None
+        changes.update(gfd_labels_to_remove(labels))
         return changes
     if not facts['gpu_present']:
         # Only a node this stack labelled (gpu.present set) loses its deploy labels.

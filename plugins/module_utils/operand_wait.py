@@ -22,6 +22,8 @@ WAIT_ARGUMENT_SPEC = dict(
     node_label_selectors=dict(type='list', elements='str', default=[]),
     resource=dict(type='str', default='nvidia.com/gpu'),
     allocatable_on_ready_nodes=dict(type='bool', default=False),
+    node_labels=dict(type='list', elements='str', default=[]),
+    node_label_values=dict(type='dict', default={}),
     service=dict(type='str'),
     service_timeout=dict(type='int', default=10),
     validation_check=dict(type='str'),
@@ -166,14 +168,20 @@ def wait_for_operands(params, api):
             raise TaskError('subscription needs namespace, and the name of one Subscription in names')
     elif not (params['namespace'] and (params['names'] or params['label_selectors'])):
         raise TaskError('%s needs namespace, and names or label_selectors' % params['wait_for'])
-    if (params['allocatable_on_ready_nodes'] or params['service']) and params['wait_for'] != 'daemonsets':
-        raise TaskError('allocatable_on_ready_nodes and service go with wait_for daemonsets')
+    if ((params['allocatable_on_ready_nodes'] or params['service'] or params['node_labels'])
+            and params['wait_for'] != 'daemonsets'):
+        raise TaskError('allocatable_on_ready_nodes, node_labels and service go with wait_for daemonsets')
     if params['validation_check'] and params['wait_for'] != 'daemonsets':
         raise TaskError('validation_check goes with wait_for daemonsets')
     reads = OperandReads(api, params['namespace'])
     result = _wait(params, reads, *_observer(params, reads))
     if params['allocatable_on_ready_nodes'] and result['ready_nodes']:
         result = _wait(params, reads, *_allocatable_observer(reads, result['ready_nodes'], '', params['resource']),
+                       before=result)
+    if params['node_labels'] and result['ready_nodes']:
+        nodes, keys, expected = result['ready_nodes'], params['node_labels'], params['node_label_values']
+        subject = 'labels %s on the %d ready nodes' % (', '.join(keys), len(nodes))
+        result = _wait(params, reads, subject, lambda: readiness.observe_node_labels(reads, nodes, keys, expected),
                        before=result)
     if params['service'] and result['ready_nodes']:
         nodes = result['ready_nodes']

@@ -16,6 +16,8 @@ import fnmatch
 import re
 import time
 
+from ansible_collections.accelerators.gpu.plugins.module_utils.gfd_labels import nodes_label_problems
+
 REVISION_HASH_LABEL = 'controller-revision-hash'
 # Waiting reasons that retrying will not cure: the wait fails at once, naming the cause.
 IMAGE_REASONS = ('ImagePullBackOff', 'ErrImagePull', 'InvalidImageName', 'ErrImageNeverPull')
@@ -503,6 +505,13 @@ def observe_allocatable(reads, nodes, selector, pattern):
     return Observation(not state['missing'], (), state)
 
 
+def observe_node_labels(reads, nodes, keys, expected=None):
+    """Observation of node labels: ready when each of nodes carries every key, well-formed (gfd_labels), with the
+    expected value where one is given. The report's label_problems says what each other node lacks."""
+    problems = nodes_label_problems(reads.nodes(nodes, ''), nodes, keys, expected)
+    return Observation(not problems, (), {'label_problems': problems})
+
+
 def served_nodes(slices):
     """The nodes with a ready endpoint in a Service's EndpointSlices, sorted."""
     return sorted(set(endpoint['nodeName'] for piece in slices for endpoint in piece.get('endpoints') or []
@@ -559,6 +568,11 @@ def _not_ready_lines(report):
         lines.append('Subscription %s/%s: state %s, installed CSV %s, phase %s' % (
             subscription['namespace'], subscription['name'], subscription['state'] or 'none',
             subscription['installed_csv'] or 'none', subscription['csv_phase'] or 'none'))
+    for node, problems in sorted((report.get('label_problems') or {}).items())[:REPORTED_PROBLEMS]:
+        lines.append('node %s: %s' % (node, '; '.join(problems)))
+    if len(report.get('label_problems') or {}) > REPORTED_PROBLEMS:
+        lines.append('... and %d more nodes with label problems (see label_problems returned)'
+                     % (len(report['label_problems']) - REPORTED_PROBLEMS))
     if report.get('unserved_nodes'):
         lines.append('nodes without a ready endpoint: %s' % ', '.join(report['unserved_nodes']))
     if report.get('service_warning'):

@@ -7,16 +7,20 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_upgrade import FAILURE_ANNOTATION, STATE_LABEL
+from ansible_collections.accelerators.gpu.plugins.module_utils.gfd_labels import gpu_summary
 
 COMPONENT = 'app.kubernetes.io/component'
 # Table columns of the operands, by the app.kubernetes.io/component of their pods.
 OPERANDS = (('driver', 'nvidia-driver'), ('toolkit', 'nvidia-container-toolkit'),
             ('device_plugin', 'nvidia-device-plugin'), ('dcgm_exporter', 'nvidia-dcgm-exporter'))
+# GPU feature discovery may be switched off (gpu_feature_discovery_enabled): a node without its pod can be ready.
+OPTIONAL_OPERANDS = (('gpu_feature_discovery', 'gpu-feature-discovery'),)
 CHECK_LABEL = 'accelerators.gpu/validation'
 NODE_ANNOTATION = 'accelerators.gpu/node'
-HEADERS = (('node', 'NODE'), ('gpus', 'GPUS'), ('os', 'RHCOS / KERNEL'), ('driver_daemonset', 'DRIVER DAEMONSET'),
+HEADERS = (('node', 'NODE'), ('gpus', 'GPUS'), ('product', 'PRODUCT'), ('memory', 'MEMORY MiB'), ('mig_capable', 'MIG'),
+           ('os', 'RHCOS / KERNEL'), ('driver_daemonset', 'DRIVER DAEMONSET'),
            ('driver', 'DRIVER'), ('driver_upgrade', 'DRIVER UPGRADE'), ('toolkit', 'TOOLKIT'), ('device_plugin', 'DEVICE PLUGIN'),
-           ('dcgm_exporter', 'DCGM EXPORTER'), ('allocatable', 'ALLOCATABLE'), ('validation', 'LAST VALIDATION'))
+           ('dcgm_exporter', 'DCGM EXPORTER'), ('gpu_feature_discovery', 'GFD'), ('allocatable', 'ALLOCATABLE'), ('validation', 'LAST VALIDATION'))
 
 
 def pod_readiness(pod):
@@ -62,7 +66,9 @@ def last_validations(jobs):
 
 def node_rows(facts, nodes, pods, jobs, resource='nvidia.com/gpu'):
     """One row a GPU node: facts are nfd_labels' nodes, nodes the Node objects, pods the stack's pods, jobs its
-    validation Jobs (all as dicts). Columns are HEADERS' keys; an operand column is 'ready', why it is not, or '-'."""
+    validation Jobs (all as dicts). Columns are HEADERS' keys; an operand column is 'ready', why it is not, or '-'.
+    product, memory (MiB) and mig_capable come from GPU feature discovery's labels, else from NFD's PCI device
+    labels (gpu_info says which: 'gfd', 'pci' or None)."""
     objects = dict((node['metadata']['name'], node) for node in nodes)
     pods_by_node = {}
     for pod in pods:
@@ -91,7 +97,10 @@ def node_rows(facts, nodes, pods, jobs, resource='nvidia.com/gpu'):
             'driver_upgrade': (metadata.get('labels') or {}).get(STATE_LABEL) or '-',
             'driver_upgrade_failure': (metadata.get('annotations') or {}).get(FAILURE_ANNOTATION),
         }
-        for column, component in OPERANDS:
+        summary = gpu_summary(metadata.get('labels') or {})
+        row.update(product=summary['product'], memory=summary['memory'], mig_capable=summary['mig_capable'],
+                   gpu_info=summary['source'])
+        for column, component in OPERANDS + OPTIONAL_OPERANDS:
             row[column] = pod_readiness(on_node[component]) if component in on_node else '-'
         driver_pod = on_node.get('nvidia-driver')
         row['driver_daemonset'] = (((driver_pod.get('metadata') or {}).get('labels') or {}).get('app') if driver_pod
@@ -99,6 +108,7 @@ def node_rows(facts, nodes, pods, jobs, resource='nvidia.com/gpu'):
         if row['driver'] == '-' and driver_label == 'pre-installed':
             row['driver'] = 'host'
         row['ready'] = (all(row[column] in ('ready', 'host') for column, _component in OPERANDS)
+                        and all(row[column] in ('ready', '-') for column, _component in OPTIONAL_OPERANDS)
                         and row['driver_upgrade'] in ('-', 'upgrade-done')
                         and row['allocatable'] > 0 and bool(row['validation'])
                         and all(result == 'ok' for result in row['validation'].values()))
@@ -108,6 +118,8 @@ def node_rows(facts, nodes, pods, jobs, resource='nvidia.com/gpu'):
 
 def _cell(row, key):
     value = row[key]
+    if key == 'mig_capable':
+        return '-' if value is None else 'yes' if value else 'no'
     if key == 'validation':
         return ' '.join('%s:%s' % item for item in value.items()) + (
             ' (%s)' % row['validated_at'] if row['validated_at'] else '') if value else '-'

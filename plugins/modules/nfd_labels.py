@@ -70,8 +70,11 @@ options:
     default: false
   labels_state:
     description:
-      - With I(manage_labels), V(absent) removes C(nvidia.com/gpu.present) and every C(nvidia.com/gpu.deploy.*)
-        label whose value is C(true) (uninstall); other values, chosen by an admin, stay.
+      - With I(manage_labels), V(absent) removes C(nvidia.com/gpu.present), every C(nvidia.com/gpu.deploy.*)
+        label whose value is C(true), the driver rollout's C(nvidia.com/gpu-driver-upgrade-state) and the labels GPU
+        feature discovery writes (C(nvidia.com/gpu.product), C(gpu.memory), C(gpu.count), C(nvidia.com/cuda.*),
+        C(nvidia.com/mig.capable), C(mig.strategy), C(nvidia.com/mig-<profile>.*), C(nvidia.com/gfd.timestamp)...)
+        (uninstall); other values and labels, chosen by an admin (C(nvidia.com/mig.config)...), stay.
     type: str
     choices: [present, absent]
     default: present

@@ -132,6 +132,10 @@ missing:
   returned: when wait_for is allocatable, or O(allocatable_on_ready_nodes) waited for it
   type: list
   elements: str
+label_problems:
+  description: Per node in C(ready_nodes) whose O(node_labels) are not as they must be, what is wrong (missing, malformed, another value).
+  returned: when O(node_labels) is given and some node was ready
+  type: dict
 unserved_nodes:
   description: Nodes in C(ready_nodes) without a ready endpoint in O(service)'s EndpointSlices.
   returned: when O(service) is given and some node was ready

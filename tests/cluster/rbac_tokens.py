@@ -37,7 +37,7 @@ def limited_token(cluster, namespace, name, rules, seconds=3600):
 
 # What the deploy playbook needs on OpenShift with NFD run by someone else (nfd_install=never), and nothing more;
 # docs/awx-job-templates.md shows the same ClusterRole. Granting the operands' RBAC (the privileged SCC, the device
-# plugin's node reads) needs the permissions granted, so they are here too.
+# plugin's node reads, GPU feature discovery's NodeFeature writes) needs the permissions granted, so they are here too.
 DEPLOY_RULES = [
     # Platform and proxy detection, the DTK image stream.
     {"apiGroups": ["config.openshift.io"], "resources": ["clusterversions", "proxies"], "verbs": ["get"]},
@@ -70,8 +70,11 @@ DEPLOY_RULES = [
      "verbs": ["get", "create", "patch", "delete"]},
     {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
      "resourceNames": ["servicemonitors.monitoring.coreos.com", "prometheusrules.monitoring.coreos.com",
-                       "nodefeaturediscoveries.nfd.openshift.io"],
+                       "nodefeaturediscoveries.nfd.openshift.io", "nodefeatures.nfd.k8s-sigs.io"],
      "verbs": ["get"]},
+    # GPU feature discovery's Role writes NodeFeature objects (granted, so held).
+    {"apiGroups": ["nfd.k8s-sigs.io"], "resources": ["nodefeatures"],
+     "verbs": ["get", "list", "watch", "create", "update"]},
     # The operands' RBAC, and what it grants.
     {"apiGroups": ["rbac.authorization.k8s.io"],
      "resources": ["roles", "rolebindings", "clusterroles", "clusterrolebindings"], "verbs": ["get", "create", "patch"]},

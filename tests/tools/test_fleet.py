@@ -104,3 +104,36 @@ def test_minimal_nodes_carry_only_what_the_simulation_needs():
     assert "images" not in node["status"] and len(json.dumps(node)) < 4000
     with pytest.raises(fleet.FleetError, match="node_status must be realistic or minimal"):
         one({"name": "m", "os": {"ubuntu": "22.04"}}, node_status="huge")
+
+
+@pytest.mark.parametrize("product, memory, family, compute, mig", [
+    ("NVIDIA-A100-SXM4-80GB", 81920, "ampere", "8.0", True),
+    ("NVIDIA-A100-SXM4-40GB", 40960, "ampere", "8.0", True),
+    ("NVIDIA-H100-80GB-HBM3", 81559, "hopper", "9.0", True),
+    ("NVIDIA-L40S", 46068, "ampere", "8.9", False),  # GFD's family rule: every 8.x is ampere
+    ("Tesla-T4", 15360, "turing", "7.5", False),
+])
+def test_gpu_models_give_what_gfd_labels(product, memory, family, compute, mig):
+    node = one({"name": "g", "os": {"ubuntu": "22.04"}, "gpu": {"product": product, "count": 2}})
+    gpu = json.loads(node["annotations"][fleet.HARDWARE_ANNOTATION])["gpu"]
+    assert gpu == {"product": product, "count": 2, "memory": memory, "family": family, "compute": compute,
+                   "mig_capable": mig}
+
+
+def test_a_gpu_without_product_is_the_default_model_and_a_machine_is_recorded():
+    node = one({"name": "g", "os": {"ubuntu": "22.04"}, "gpu": {"count": 1}, "machine": "DGX-H100"})
+    hardware = json.loads(node["annotations"][fleet.HARDWARE_ANNOTATION])
+    assert hardware["gpu"]["product"] == fleet.DEFAULT_GPU_MODEL and hardware["machine"] == "DGX-H100"
+
+
+def test_an_unknown_gpu_needs_its_memory_compute_and_mig_capability():
+    with pytest.raises(fleet.FleetError, match="give its memory, compute, mig_capable"):
+        one({"name": "g", "os": {"ubuntu": "22.04"}, "gpu": {"product": "NVIDIA-B200"}})
+    gpu = fleet.gpu_hardware({"gpu": {"product": "NVIDIA-GB200", "memory": 189471, "compute": "10.0",
+                                      "mig_capable": True}})
+    assert gpu["family"] == "undefined" and gpu["count"] == 1
+
+
+def test_gfd_init_fails_is_a_known_fault():
+    node = one({"name": "g", "os": {"ubuntu": "22.04"}, "gpu": {"count": 1}, "faults": {"gfd_init_fails": True}})
+    assert json.loads(node["annotations"][fleet.HARDWARE_ANNOTATION])["faults"] == {"gfd_init_fails": True}

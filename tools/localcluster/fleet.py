@@ -14,7 +14,9 @@ the annotation `sim.accelerators.gpu/hardware` (read by the simulator only, neve
       - name: gpu-a             # a prefix when count > 1: gpu-a-0, gpu-a-1, ...
         count: 2
         role: worker
-        gpu: {product: NVIDIA-A100-SXM4-80GB, count: 8, memory: 81920}
+        gpu: {product: NVIDIA-A100-SXM4-80GB, count: 8}   # a model of GPU_MODELS (memory, compute, MIG from there),
+                                                        # or any product with memory, compute ("8.0"), mig_capable
+        machine: PowerEdge-XE8545                       # the DMI product name GFD labels as nvidia.com/gpu.machine
         os: {rhcos: 416.94.202405081406-0}      # or {ubuntu: "22.04"}, {rhel: "9.4"}
         kernel: 5.14.0-427.13.1.el9_4.x86_64     # optional: derived from the OS otherwise
         runtime: cri-o                          # or containerd
@@ -22,6 +24,7 @@ the annotation `sim.accelerators.gpu/hardware` (read by the simulator only, neve
         taints: []
         faults: {stale_nfd_label: 415.92.202402201450-0, driver_build_fails: true, validation_fails: "ECC errors",
                  driver_fails_for: "580.",     # a driver image containing this fails to load (a bad new driver)
+                 gfd_init_fails: true,         # GPU feature discovery cannot initialise NVML: it crash-loops
                  never_returns: true, stale_nfd_after_upgrade: true}    # the last two: see mco.py (and kernel.py)
         reboot_seconds: 3       # a simulated kernel reboot (kernel.py) and nfd-worker's delay after it
         nfd_lag_seconds: 1
@@ -56,7 +59,7 @@ DTK_STREAM = ("openshift", "driver-toolkit")
 DTK_REPOSITORY = "quay.io/openshift-release-dev/ocp-v4.0-art-dev"
 FAULTS = ("stale_nfd_label", "driver_build_fails", "driver_fails_for", "validation_fails", "no_nfd_labels",
           "never_returns",
-          "stale_nfd_after_upgrade")
+          "stale_nfd_after_upgrade", "gfd_init_fails")
 # Labels nfd-worker recomputes after a reboot into another OS build.
 OS_LABEL_PREFIXES = (NFD + "system-os_release.", NFD + "kernel-version.")
 
@@ -85,6 +88,50 @@ KERNEL_OF_RHEL = {
 }
 KERNEL_OF_UBUNTU = {"20.04": "5.4.0-182-generic", "22.04": "5.15.0-100-generic", "24.04": "6.8.0-45-generic"}
 PCI_CLASS_OF_GPU = "0302"  # 3D controller: data-centre GPUs; display GPUs are 0300
+# The GPUs a fleet can hold, as GPU feature discovery labels them: product (nvidia.com/gpu.product, NVML's name with
+# spaces as '-'), memory in MiB as NVML reports it, CUDA compute capability, MIG capability. The family label follows
+# from the compute capability by GFD's rule (gpu_family).
+GPU_MODELS = {
+    "NVIDIA-A100-SXM4-80GB": {"memory": 81920, "compute": "8.0", "mig_capable": True},
+    "NVIDIA-A100-SXM4-40GB": {"memory": 40960, "compute": "8.0", "mig_capable": True},
+    "NVIDIA-A30": {"memory": 24576, "compute": "8.0", "mig_capable": True},
+    "NVIDIA-A10": {"memory": 23028, "compute": "8.6", "mig_capable": False},
+    "NVIDIA-H100-80GB-HBM3": {"memory": 81559, "compute": "9.0", "mig_capable": True},
+    "NVIDIA-H200": {"memory": 143771, "compute": "9.0", "mig_capable": True},
+    "NVIDIA-L40S": {"memory": 46068, "compute": "8.9", "mig_capable": False},
+    "NVIDIA-L4": {"memory": 23034, "compute": "8.9", "mig_capable": False},
+    "Tesla-T4": {"memory": 15360, "compute": "7.5", "mig_capable": False},
+}
+# A fleet's GPU without a product is this one.
+DEFAULT_GPU_MODEL = "NVIDIA-A100-SXM4-80GB"
+DEFAULT_MACHINE = "PowerEdge-R760xa"
+
+
+def gpu_family(compute):
+    """nvidia.com/gpu.family of a compute capability, by GFD's getArchFamily (k8s-device-plugin internal/lm/resource.go):
+    every 8.x is ampere there, Ada Lovelace's 8.9 (L4, L40S) included."""
+    major, minor = (int(part) for part in compute.split("."))
+    if major == 7:
+        return "volta" if minor < 5 else "turing"
+    return {1: "tesla", 2: "fermi", 3: "kepler", 5: "maxwell", 6: "pascal", 8: "ampere", 9: "hopper"}.get(
+        major, "undefined")
+
+
+def gpu_hardware(group):
+    """A node group's GPUs with everything GFD labels: product, count, memory, compute, family, mig_capable."""
+    gpu = dict(group.get("gpu") or {})
+    if not gpu:
+        return None
+    product = gpu.setdefault("product", DEFAULT_GPU_MODEL)
+    model = dict(GPU_MODELS.get(product) or {})
+    model.update((key, gpu[key]) for key in ("memory", "compute", "mig_capable") if key in gpu)
+    missing = [key for key in ("memory", "compute", "mig_capable") if key not in model]
+    if missing:
+        raise FleetError("node group %r: GPU %s is not one of %s: give its %s" % (
+            group.get("name"), product, ", ".join(sorted(GPU_MODELS)), ", ".join(missing)))
+    gpu.update(model, count=int(gpu.get("count", 1)), compute=str(model["compute"]),
+               family=gpu_family(str(model["compute"])))
+    return gpu
 
 
 class FleetError(ValueError):
@@ -231,7 +278,7 @@ def expand_groups(fleet, prefix=""):
         kernel = group.get("kernel") or default_kernel
         if not kernel:
             raise FleetError("node group %r: no default kernel for its OS: set kernel" % group.get("name"))
-        gpu = group.get("gpu") or None
+        gpu = gpu_hardware(group)
         style = group.get("nfd_style", "vendor")
         if style not in ("vendor", "class-vendor"):
             raise FleetError("node group %r: nfd_style must be vendor or class-vendor" % group.get("name"))
@@ -245,7 +292,8 @@ def expand_groups(fleet, prefix=""):
             if faults.get("stale_nfd_label"):
                 shown_labels[NFD + "system-os_release.OSTREE_VERSION"] = faults["stale_nfd_label"]
             hardware = {"gpu": gpu, "nfd_labels": shown_labels, "faults": faults, "rhcos": rhcos,
-                        "kernel": kernel, "driver_build_seconds": group.get("driver_build_seconds", 0)}
+                        "kernel": kernel, "driver_build_seconds": group.get("driver_build_seconds", 0),
+                        "machine": group.get("machine", DEFAULT_MACHINE)}
             # Simulated kernel reboots (kernel.py): how long the node is down, and when NFD relabels it after.
             hardware.update({key: group[key] for key in ("reboot_seconds", "nfd_lag_seconds") if key in group})
             # The kubelet registers the beta os/arch labels too; without them kube-controller-manager adds them a

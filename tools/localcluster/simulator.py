@@ -5,6 +5,13 @@
   their node (driver -> container toolkit -> device plugin / DCGM exporter), as the GPU Operator's
   init containers enforce; a driver pod built for another RHCOS version or kernel crash-loops.
 - GPU hardware: a node advertises `nvidia.com/gpu` only while its driver and device-plugin pods are Ready.
+- GPU feature discovery: a node carries GFD's labels (nvidia.com/gpu.product, gpu.memory, gpu.count, gpu.family,
+  gpu.compute.*, cuda.driver.*, cuda.runtime.*, gpu.machine, mig.capable, mig.strategy under the single and mixed
+  strategies, ...) only while a GFD pod is Ready on it, with values from the node's simulated GPUs (fleet.GPU_MODELS),
+  its machine and the version in its driver pod's image tag (a precompiled image names only the branch: <branch>.0.0);
+  they go when no GFD pod is Ready there. Real GFD publishes through NFD (a feature file or a NodeFeature object), which
+  keeps the labels for a while after the pod is gone; the simulator drops them at once. A GFD pod waits for driver and
+  toolkit like the other operands; the fault `gfd_init_fails` makes it crash-loop (NVML cannot be initialised).
 - Kernel modules: once a driver loaded on a node, they stay loaded until the node boots again (its bootID changes).
   A driver pod that is not yet Ready cannot then load its driver while pods still hold the node's GPUs (running pods
   requesting nvidia.com/gpu*): it crash-loops, "module nvidia is in use", until they are gone. After a boot nothing
@@ -44,11 +51,15 @@ from .stages import REBOOTING_ANNOTATION
 
 LOG = logging.getLogger("simulator")
 COMPONENT = "app.kubernetes.io/component"
-DRIVER, TOOLKIT, DEVICE_PLUGIN, DCGM_EXPORTER, VALIDATION, NFD_WORKER = (
+DRIVER, TOOLKIT, DEVICE_PLUGIN, DCGM_EXPORTER, VALIDATION, NFD_WORKER, GFD = (
     "nvidia-driver", "nvidia-container-toolkit", "nvidia-device-plugin", "nvidia-dcgm-exporter",
-    "gpu-validation", "nfd-worker")
+    "gpu-validation", "nfd-worker", "gpu-feature-discovery")
 # What each operand waits for on its node before it can become Ready.
-DEPENDS_ON = {TOOLKIT: (DRIVER,), DEVICE_PLUGIN: (DRIVER, TOOLKIT), DCGM_EXPORTER: (DRIVER, TOOLKIT)}
+DEPENDS_ON = {TOOLKIT: (DRIVER,), DEVICE_PLUGIN: (DRIVER, TOOLKIT), DCGM_EXPORTER: (DRIVER, TOOLKIT),
+              GFD: (DRIVER, TOOLKIT)}
+# The CUDA version each driver branch brings (nvidia.com/cuda.runtime.*).
+CUDA_OF_BRANCH = {"535": (12, 2), "550": (12, 4), "560": (12, 6), "565": (12, 7), "570": (12, 8), "575": (12, 9),
+                  "580": (13, 0)}
 GPU = "nvidia.com/gpu"
 VALIDATION_CHECK_LABEL = "accelerators.gpu/validation"
 RHCOS_IN_OS_IMAGE = re.compile(r"\d+\.\d+\.\d+-\d+")
@@ -149,6 +160,9 @@ def outcome(pod, node, ready_components, registry, clock, holders=(), loaded=Fal
         if needed not in ready_components:
             return ("pending", "PodInitializing",
                     "waiting for %s to be ready on node %s" % (needed, node_name), None)
+    if kind == GFD and faults.get("gfd_init_fails"):
+        return ("waiting", "CrashLoopBackOff", "gpu-feature-discovery on node %s: failed to initialize NVML: "
+                "ERROR_UNKNOWN, GFD_FAIL_ON_INIT_ERROR is set (injected fault)" % node_name, None)
     if kind == DRIVER:
         problem = driver_problem(pod, node, hw)
         # Only loading needs the old modules gone: a driver that loaded keeps running under its GPU pods.
@@ -202,6 +216,48 @@ def driver_problem(pod, node, hw):
         if "-%s-" % kernel not in image:
             return "precompiled driver %s does not match kernel %s of node %s" % (image, kernel, node_name)
     return None
+
+
+def driver_version(image):
+    """The driver version of a driver image: its tag up to the OS part (570.172.08-rhcos4.18); a precompiled image
+    names only the branch (570-5.15.0-100-generic-ubuntu22.04), which stands for <branch>.0.0."""
+    tag = image.rsplit(":", 1)[-1] if ":" in image.rsplit("/", 1)[-1] else ""
+    version = tag.split("-", 1)[0]
+    return version if "." in version else "%s.0.0" % (version or "0")
+
+
+def gfd_node_labels(hw, version, mig_strategy, timestamp):
+    """The labels GPU feature discovery writes for a node's simulated GPUs, machine and driver version."""
+    gpu = hw.get("gpu") or {}
+    if not gpu:
+        return {}
+    major, minor, rev = (version.split(".") + ["", ""])[:3]
+    compute_major, compute_minor = str(gpu["compute"]).split(".")
+    cuda = CUDA_OF_BRANCH.get(major, (12, 0))
+    labels = {
+        "nvidia.com/gpu.product": gpu["product"], "nvidia.com/gpu.memory": str(gpu["memory"]),
+        "nvidia.com/gpu.count": str(gpu["count"]), "nvidia.com/gpu.replicas": "1",
+        "nvidia.com/gpu.family": gpu["family"], "nvidia.com/gpu.compute.major": compute_major,
+        "nvidia.com/gpu.compute.minor": compute_minor, "nvidia.com/gpu.machine": hw.get("machine") or "unknown",
+        "nvidia.com/gpu.mode": "compute",
+        "nvidia.com/cuda.driver.major": major, "nvidia.com/cuda.driver.minor": minor, "nvidia.com/cuda.driver.rev": rev,
+        "nvidia.com/cuda.driver-version.major": major, "nvidia.com/cuda.driver-version.minor": minor,
+        "nvidia.com/cuda.driver-version.revision": rev, "nvidia.com/cuda.driver-version.full": version,
+        "nvidia.com/cuda.runtime.major": str(cuda[0]), "nvidia.com/cuda.runtime.minor": str(cuda[1]),
+        "nvidia.com/cuda.runtime-version.major": str(cuda[0]), "nvidia.com/cuda.runtime-version.minor": str(cuda[1]),
+        "nvidia.com/cuda.runtime-version.full": "%d.%d" % cuda,
+        "nvidia.com/mig.capable": "true" if gpu["mig_capable"] else "false", "nvidia.com/mps.capable": "false",
+        "nvidia.com/gfd.timestamp": timestamp,
+    }
+    # GFD writes the strategy only with its MIG labeler, which the none strategy skips.
+    if mig_strategy in ("single", "mixed"):
+        labels["nvidia.com/mig.strategy"] = mig_strategy
+    return labels
+
+
+# Every label gfd_node_labels can write: what goes when no GFD pod is Ready on the node.
+GFD_LABEL_KEYS = tuple(gfd_node_labels({"gpu": {"product": "p", "memory": 1, "count": 1, "family": "f",
+                                                "compute": "8.0", "mig_capable": True}}, "1.2.3", "single", "0"))
 
 
 def _epoch(timestamp):
@@ -424,7 +480,7 @@ class Simulator:
             return  # the kubelet is down: nothing it runs is reported until the node is back
         clock = time.time()
         # Operands in dependency order, so that one pass settles a node.
-        order = {DRIVER: 0, TOOLKIT: 1, DEVICE_PLUGIN: 2, DCGM_EXPORTER: 2}
+        order = {DRIVER: 0, TOOLKIT: 1, DEVICE_PLUGIN: 2, DCGM_EXPORTER: 2, GFD: 2}
         pods.sort(key=lambda p: order.get(component(p), 3))
         ready = set()
         boot = ((node.get("status") or {}).get("nodeInfo") or {}).get("bootID")
@@ -453,6 +509,27 @@ class Simulator:
             LOG.info("pod %s/%s on %s: %s %s", pod["metadata"]["namespace"], pod["metadata"]["name"], node_name,
                      state, message)
         self.reconcile_node_status(node, ready)
+        self.reconcile_gfd_labels(node, ready, pods)
+
+    def reconcile_gfd_labels(self, node, ready, pods):
+        """GFD's labels while a GFD pod is Ready on the node (with the driver version of its Ready driver pod); none
+        otherwise."""
+        labels = node["metadata"].get("labels") or {}
+        wanted = {}
+        if GFD in ready:
+            gfd = next(p for p in pods if component(p) == GFD and self.written.get(p["metadata"]["uid"], [""])[0]
+                       == "ready")
+            drivers = [p for p in pods if component(p) == DRIVER and self.written.get(p["metadata"]["uid"], [""])[0]
+                       == "ready"]
+            image = drivers[0]["spec"]["containers"][0]["image"] if drivers else ""
+            wanted = gfd_node_labels(hardware(node), driver_version(image),
+                                     container_env(gfd["spec"]["containers"][0], "MIG_STRATEGY") or "none",
+                                     labels.get("nvidia.com/gfd.timestamp") or str(int(time.time())))
+        patch = {key: value for key, value in wanted.items() if labels.get(key) != value}
+        patch.update((key, None) for key in GFD_LABEL_KEYS if key in labels and key not in wanted)
+        if patch:
+            self.core.patch_node(node["metadata"]["name"], {"metadata": {"labels": patch}})
+            LOG.info("node %s: %s GFD labels", node["metadata"]["name"], "set" if wanted else "removed")
 
     def reconcile_node_status(self, node, ready):
         hw = hardware(node)

@@ -268,3 +268,15 @@ def test_label_plan_is_idempotent(node, present):
     relabelled = apply_label_changes(node, first)
     assert plan_gpu_node_labels(relabelled, OPERANDS, present) == {}
     assert plan_gpu_node_labels(node_facts(relabelled), OPERANDS, present) == {}
+
+
+def test_absent_removes_the_labels_gfd_wrote_and_only_those():
+    gfd = {'nvidia.com/gpu.product': 'NVIDIA-A100-SXM4-80GB', 'nvidia.com/gpu.count': '8',
+           'nvidia.com/cuda.driver.major': '570', 'nvidia.com/mig.capable': 'true', 'nvidia.com/mig.strategy': 'single',
+           'nvidia.com/gfd.timestamp': '1764000000'}
+    admin = {'nvidia.com/mig.config': 'all-1g.10gb', 'nvidia.com/device-plugin.config': 'a100-x4',
+             DEPLOY + 'dcgm-exporter': 'false'}
+    node = rhcos_node('w1', extra=dict(gfd, **admin))
+    changes = plan_gpu_node_labels(node, OPERANDS, present=False)
+    assert changes == dict((key, None) for key in gfd)
+    assert plan_gpu_node_labels(apply_label_changes(node, changes), OPERANDS, present=False) == {}

@@ -54,3 +54,69 @@ def test_a_validation_check_is_planned_on_the_ready_nodes_from_its_jobs(monkeypa
     assert result['validation'] == {
         'validate': ['b'], 'kept': ['a'],
         'stale': [{'apiVersion': 'batch/v1', 'kind': 'Job', 'metadata': {'name': 'driver-b', 'namespace': 'gpu'}}]}
+
+
+class NodeReads:
+    """Stands for OperandReads in a label wait: each look at the nodes returns the next of a sequence."""
+
+    namespace = 'gpu'
+
+    def __init__(self, *looks):
+        self.looks = list(looks)
+
+    def nodes(self, names, selector):
+        return self.looks.pop(0) if len(self.looks) > 1 else self.looks[0]
+
+    def warning_events(self):
+        return []
+
+
+def labelled(name, **labels):
+    return {'metadata': {'name': name, 'labels': dict(('nvidia.com/' + key.replace('_', '.'), value)
+                                                      for key, value in labels.items())}}
+
+
+def daemonset_ready(monkeypatch, reads):
+    monkeypatch.setattr(operand_wait, 'OperandReads', lambda api, namespace: reads)
+    monkeypatch.setattr(operand_wait, '_observer', lambda params, reads: (
+        'DaemonSet gpu/gfd', lambda: operand_wait.readiness.Observation(
+            True, (), {'ready_nodes': ['a', 'b'], 'ready_pods': {'a': 'p1', 'b': 'p2'}})))
+
+
+def test_a_label_wait_waits_until_every_ready_node_carries_the_labels(monkeypatch):
+    reads = NodeReads([labelled('a', gpu_count='8'), labelled('b')],
+                      [labelled('a', gpu_count='8'), labelled('b', gpu_count='4')])
+    daemonset_ready(monkeypatch, reads)
+    result = operand_wait.wait_for_operands(wait_params(
+        'daemonsets', namespace='gpu', names=['gfd'], node_labels=['nvidia.com/gpu.count'], poll_interval=0.01,
+        timeout=5), api=None)
+    assert result['ready'] and result['label_problems'] == {}
+    assert result['msg'].splitlines()[-1].startswith('labels nvidia.com/gpu.count on the 2 ready nodes ready after')
+
+
+def test_a_label_wait_that_times_out_names_each_node_and_what_it_lacks(monkeypatch):
+    reads = NodeReads([labelled('a', gpu_count='8', mig_strategy='none'), labelled('b', gpu_count='x')])
+    daemonset_ready(monkeypatch, reads)
+    try:
+        operand_wait.wait_for_operands(wait_params(
+            'daemonsets', namespace='gpu', names=['gfd'], node_labels=['nvidia.com/gpu.count', 'nvidia.com/mig.strategy'],
+            node_label_values={'nvidia.com/mig.strategy': 'single'}, poll_interval=0.01, timeout=0.05), api=None)
+    except operand_wait.TaskError as error:
+        message, result = str(error), error.result
+    else:
+        raise AssertionError('the wait did not fail')
+    assert result['label_problems'] == {
+        'a': ['nvidia.com/mig.strategy=none, expected single'],
+        'b': ['nvidia.com/gpu.count=x is not a number', 'nvidia.com/mig.strategy missing']}
+    assert 'node a: nvidia.com/mig.strategy=none, expected single' in message
+    assert 'node b: nvidia.com/gpu.count=x is not a number; nvidia.com/mig.strategy missing' in message
+    assert result['outcome'] == 'timed out'
+
+
+def test_node_labels_go_with_daemonsets_only():
+    try:
+        operand_wait.wait_for_operands(wait_params('jobs', namespace='gpu', names=['j'], node_labels=['x']), api=None)
+    except operand_wait.TaskError as error:
+        assert 'node_labels' in str(error)
+    else:
+        raise AssertionError('accepted')

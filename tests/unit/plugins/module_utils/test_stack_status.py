@@ -54,3 +54,25 @@ def test_table_lines_align_under_the_header():
     assert lines[1].startswith("gpu-node-0  4  ")
     assert lines[0].index("GPUS") == lines[1].index("4 ")
     assert lines[1].endswith("cuda:failed (2026-01-01T00:00:00Z)")
+
+
+def test_product_memory_and_mig_from_gfd_else_from_nfd_pci_labels_and_gfd_readiness():
+    gfd = node("a", 8)
+    gfd["metadata"]["labels"] = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "nvidia.com/gpu.memory": "81920",
+                                 "nvidia.com/mig.capable": "true"}
+    pci = node("b", 4)
+    pci["metadata"]["labels"] = {"feature.node.kubernetes.io/pci-0302_10de_26b9.present": "true"}
+    bare = node("c", 2)
+    pods = [pod(name, component) for name in "abc" for component in ("nvidia-driver",) + OPERANDS]
+    pods += [pod("a", "gpu-feature-discovery"), pod("b", "gpu-feature-discovery", ready=False, reason="CrashLoopBackOff")]
+    jobs = [job(name, "cuda", succeeded=1) for name in "abc"]
+    rows = node_rows([fact("a"), fact("b"), fact("c")], [gfd, pci, bare], pods, jobs)
+    summary = [(r["product"], r["memory"], r["mig_capable"], r["gpu_info"], r["gpu_feature_discovery"], r["ready"])
+               for r in rows]
+    assert summary == [("NVIDIA-A100-SXM4-80GB", 81920, True, "gfd", "ready", True),
+                       ("NVIDIA-L40S", 46068, False, "pci", "CrashLoopBackOff", False),
+                       (None, None, None, None, "-", True)]
+    lines = table_lines(rows)
+    assert lines[0].split()[:6] == ["NODE", "GPUS", "PRODUCT", "MEMORY", "MiB", "MIG"]
+    assert lines[1].split()[:5] == ["a", "8", "NVIDIA-A100-SXM4-80GB", "81920", "yes"]
+    assert lines[3].split()[:5] == ["c", "2", "-", "-", "-"]
