@@ -67,7 +67,7 @@ def test_every_gpu_node_carries_gfd_labels_of_its_hardware_shown_by_status_rerun
     made = make_fleet(spec)
     names = made.node_names
     # The fleet's nodes come in the order of its groups, count by count.
-    groups = dict(zip(names, [group for group in GROUPS for _ in range(group.get("count", 1))]))
+    groups = dict(zip(names, [group for group in GROUPS for _index in range(group.get("count", 1))]))
     gpu_nodes = sorted(name for name in names if "gpu" in groups[name])
     (cpu,) = [name for name in names if name not in gpu_nodes]
     before = node_labels(cluster, names)
@@ -164,8 +164,12 @@ def test_a_node_whose_gfd_cannot_initialise_fails_the_deploy_naming_it_and_gfd_f
         assert {(problem["kind"], problem["node"]) for problem in failed["problems"]} == {("crash", bad)}
         assert good not in failed["msg"]
         # GFD's labels came to the good node only, under the device plugin's MIG strategy.
-        labels = wait_for(lambda: (lambda found: found if "nvidia.com/gpu.product" in found[good] else None)(
-            node_labels(cluster, [good, bad])), timeout=30, message="GFD labels on " + good)
+
+        def labelled():
+            found = node_labels(cluster, [good, bad])
+            return found if "nvidia.com/gpu.product" in found[good] else None
+
+        labels = wait_for(labelled, timeout=30, message="GFD labels on " + good)
         assert (labels[good]["nvidia.com/gpu.product"], labels[good]["nvidia.com/mig.strategy"],
                 labels[good]["nvidia.com/mig.capable"]) == ("Tesla-T4", "single", "false")
         assert gfd_labels_of(labels[bad]) == {}

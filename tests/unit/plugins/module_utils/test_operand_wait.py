@@ -1,6 +1,8 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
+import pytest
+
 from ansible_collections.accelerators.gpu.plugins.module_utils import operand_wait
 from ansible_collections.accelerators.gpu.plugins.module_utils.operand_wait import WAIT_ARGUMENT_SPEC, job_summary, wait_params
 from ansible_collections.accelerators.gpu.plugins.module_utils.validation import validation_plan
@@ -97,14 +99,11 @@ def test_a_label_wait_waits_until_every_ready_node_carries_the_labels(monkeypatc
 def test_a_label_wait_that_times_out_names_each_node_and_what_it_lacks(monkeypatch):
     reads = NodeReads([labelled('a', gpu_count='8', mig_strategy='none'), labelled('b', gpu_count='x')])
     daemonset_ready(monkeypatch, reads)
-    try:
+    with pytest.raises(operand_wait.TaskError) as raised:
         operand_wait.wait_for_operands(wait_params(
             'daemonsets', namespace='gpu', names=['gfd'], node_labels=['nvidia.com/gpu.count', 'nvidia.com/mig.strategy'],
             node_label_values={'nvidia.com/mig.strategy': 'single'}, poll_interval=0.01, timeout=0.05), api=None)
-    except operand_wait.TaskError as error:
-        message, result = str(error), error.result
-    else:
-        raise AssertionError('the wait did not fail')
+    message, result = str(raised.value), raised.value.result
     assert result['label_problems'] == {
         'a': ['nvidia.com/mig.strategy=none, expected single'],
         'b': ['nvidia.com/gpu.count=x is not a number', 'nvidia.com/mig.strategy missing']}
