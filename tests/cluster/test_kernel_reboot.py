@@ -47,11 +47,13 @@ def test_node_reboots_into_the_kernel_asked_for(kubernetes_cluster, make_fleet):
         assert cluster.core.read_node(node).status.node_info.kernel_version == OLD
         wait_for(lambda: not set(before) & set(pods_on(node)), timeout=10, message="its pods gone")
 
-        booted = wait_for(lambda: [n for n in [cluster.core.read_node(node)] if is_ready(n)], timeout=30,
-                          message=node + " back")[0]
+        # Ready (the kubelet's status) and the request's annotation gone (the reboot step's) are two writes, as on a
+        # real node: wait for both.
+        booted = wait_for(lambda: [n for n in [cluster.core.read_node(node)]
+                                   if is_ready(n) and reboots.REBOOT_ANNOTATION not in n.metadata.annotations],
+                          timeout=30, message=node + " back")[0]
         assert booted.status.node_info.kernel_version == NEW
         assert booted.metadata.labels[KERNEL_LABEL] == OLD  # NFD has not relabelled it yet
-        assert reboots.REBOOT_ANNOTATION not in booted.metadata.annotations
         wait_for(lambda: cluster.core.read_node(node).metadata.labels[KERNEL_LABEL] == "5.15.0-105_rt", timeout=20,
                  message="NFD's kernel label")
         wait_for(lambda: pods_on(node), message="the DaemonSet's pod back on " + node)
