@@ -669,9 +669,15 @@ def _why_keep_stale(daemonset, gpu_facts):
     return None
 
 
-def _is_managed_driver(daemonset):
+def is_managed_driver(daemonset):
     labels = (daemonset.get('metadata') or {}).get('labels') or {}
     return labels.get(MANAGED_BY_LABEL) == MANAGED_BY and labels.get(COMPONENT_LABEL) == 'nvidia-driver'
+
+
+def serves(daemonset, facts):
+    """True when the driver DaemonSet schedules on the node (facts: node_facts) with a driver for what it runs."""
+    pod_spec = _pod_spec(daemonset)
+    return _runs_correct_driver(pod_spec.get('nodeSelector') or {}, _selector_terms(pod_spec), facts)
 
 
 def plan_driver_changes(desired, existing, nodes_facts):
@@ -690,7 +696,7 @@ def plan_driver_changes(desired, existing, nodes_facts):
     gpu_facts = [facts for facts in nodes_facts if facts['gpu_present']]
     plan = {'create': [], 'update': [], 'unchanged': [], 'delete': [], 'keep': []}
     existing_by_name = dict((daemonset['metadata']['name'], daemonset) for daemonset in existing)
-    managed = dict((name, daemonset) for name, daemonset in existing_by_name.items() if _is_managed_driver(daemonset))
+    managed = dict((name, daemonset) for name, daemonset in existing_by_name.items() if is_managed_driver(daemonset))
 
     def keep(daemonset, reason):
         pod_spec = _pod_spec(daemonset)
