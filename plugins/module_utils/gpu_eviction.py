@@ -14,7 +14,8 @@ import time
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import APIError, TaskError
 
 SKIP_LABEL = 'nvidia.com/gpu-driver-upgrade-drain.skip'
-GPU_RESOURCE_PREFIX = 'nvidia.com/gpu'
+# MIG devices under the mixed strategy are GPUs too (the GPU Operator's gpuPodSpecFilter: nvidia.com/gpu*, nvidia.com/mig-*).
+GPU_RESOURCE_PREFIXES = ('nvidia.com/gpu', 'nvidia.com/mig-')
 MIRROR_ANNOTATION = 'kubernetes.io/config.mirror'
 FINISHED_PHASES = ('Succeeded', 'Failed')
 
@@ -29,15 +30,15 @@ def _is_zero(value):
 
 
 def gpu_resources(pod):
-    """Sorted names of the nvidia.com/gpu* resources (nvidia.com/gpu, nvidia.com/gpu.shared, ...) any container or
-    init container of the pod requests or limits to a non-zero amount."""
+    """Sorted names of the nvidia.com/gpu* and nvidia.com/mig-* resources (nvidia.com/gpu, nvidia.com/gpu.shared,
+    nvidia.com/mig-1g.10gb, ...) any container or init container of the pod requests or limits to a non-zero amount."""
     spec = pod.get('spec') or {}
     names = set()
     for container in (spec.get('initContainers') or []) + (spec.get('containers') or []):
         resources = container.get('resources') or {}
         for kind in ('requests', 'limits'):
             for name, value in (resources.get(kind) or {}).items():
-                if name.startswith(GPU_RESOURCE_PREFIX) and not _is_zero(value):
+                if name.startswith(GPU_RESOURCE_PREFIXES) and not _is_zero(value):
                     names.add(name)
     return sorted(names)
 

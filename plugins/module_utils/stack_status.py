@@ -14,14 +14,19 @@ COMPONENT = 'app.kubernetes.io/component'
 # Table columns of the operands, by the app.kubernetes.io/component of their pods.
 OPERANDS = (('driver', 'nvidia-driver'), ('toolkit', 'nvidia-container-toolkit'),
             ('device_plugin', 'nvidia-device-plugin'), ('dcgm_exporter', 'nvidia-dcgm-exporter'))
-# GPU feature discovery may be switched off (gpu_feature_discovery_enabled): a node without its pod can be ready.
-OPTIONAL_OPERANDS = (('gpu_feature_discovery', 'gpu-feature-discovery'),)
+# GPU feature discovery may be switched off (gpu_feature_discovery_enabled), and the MIG manager runs on MIG-capable
+# nodes only: a node without their pods can be ready.
+OPTIONAL_OPERANDS = (('gpu_feature_discovery', 'gpu-feature-discovery'), ('mig_manager', 'nvidia-mig-manager'))
+# The MIG manager's labels: the layout a node asks for and how applying it went.
+MIG_CONFIG_LABEL = 'nvidia.com/mig.config'
+MIG_STATE_LABEL = 'nvidia.com/mig.config.state'
 CHECK_LABEL = 'accelerators.gpu/validation'
 NODE_ANNOTATION = 'accelerators.gpu/node'
 HEADERS = (('node', 'NODE'), ('gpus', 'GPUS'), ('product', 'PRODUCT'), ('memory', 'MEMORY MiB'), ('mig_capable', 'MIG'),
            ('os', 'RHCOS / KERNEL'), ('driver_daemonset', 'DRIVER DAEMONSET'),
            ('driver', 'DRIVER'), ('driver_upgrade', 'DRIVER UPGRADE'), ('toolkit', 'TOOLKIT'), ('device_plugin', 'DEVICE PLUGIN'),
-           ('dcgm_exporter', 'DCGM EXPORTER'), ('gpu_feature_discovery', 'GFD'), ('allocatable', 'ALLOCATABLE'), ('validation', 'LAST VALIDATION'))
+           ('dcgm_exporter', 'DCGM EXPORTER'), ('gpu_feature_discovery', 'GFD'), ('mig_manager', 'MIG MANAGER'),
+           ('mig_config', 'MIG CONFIG'), ('allocatable', 'ALLOCATABLE'), ('validation', 'LAST VALIDATION'))
 
 
 def pod_readiness(pod):
@@ -95,14 +100,18 @@ def node_rows(facts, nodes, pods, jobs, daemonsets=None, resource='nvidia.com/gp
             'node': name,
             'gpus': fact.get('gpu_count') or int((status.get('capacity') or {}).get(resource, 0) or 0) or None,
             'os': fact.get('rhcos_version') or (fact.get('kernel') or {}).get('running'),
-            'allocatable': int((status.get('allocatable') or {}).get(resource, 0) or 0),
+            # Under the mixed MIG strategy a node's GPUs are its nvidia.com/mig-<profile> devices too.
+            'allocatable': sum(int(value or 0) for key, value in (status.get('allocatable') or {}).items()
+                               if key == resource or key.startswith('nvidia.com/mig-')),
             'validation': dict((check, entry['result']) for check, entry in sorted(validations.get(name, {}).items())),
             'validated_at': max([entry['time'] for entry in validations.get(name, {}).values()] or [None]),
             # The GPU Operator's upgrade state, and why a node is upgrade-failed.
             'driver_upgrade': (metadata.get('labels') or {}).get(STATE_LABEL) or '-',
             'driver_upgrade_failure': (metadata.get('annotations') or {}).get(FAILURE_ANNOTATION),
         }
-        summary = gpu_summary(metadata.get('labels') or {})
+        labels = metadata.get('labels') or {}
+        row.update(mig_config=labels.get(MIG_CONFIG_LABEL), mig_config_state=labels.get(MIG_STATE_LABEL))
+        summary = gpu_summary(labels)
         row.update(product=summary['product'], memory=summary['memory'], mig_capable=summary['mig_capable'],
                    gpu_info=summary['source'])
         for column, component in OPERANDS + OPTIONAL_OPERANDS:
@@ -129,6 +138,8 @@ def _cell(row, key):
     value = row[key]
     if key == 'mig_capable':
         return '-' if value is None else 'yes' if value else 'no'
+    if key == 'mig_config':
+        return '%s (%s)' % (value, row['mig_config_state'] or 'no state') if value else '-'
     if key == 'validation':
         return ' '.join('%s:%s' % item for item in value.items()) + (
             ' (%s)' % row['validated_at'] if row['validated_at'] else '') if value else '-'

@@ -154,7 +154,7 @@ def test_a_node_whose_gfd_cannot_initialise_fails_the_deploy_naming_it_and_gfd_f
     namespace = "t-gfd-fault-" + os.urandom(2).hex()
     try:
         run = playbook(cluster, "deploy", fleet_variables(
-            namespace, spec, device_plugin_mig_strategy="single",
+            namespace, spec, common_mig_strategy="single",
             device_plugin_time_slicing=[{"name": "t4-x2", "replicas": 2}]))
         task, failed = run.failure()
         assert task.endswith(GFD_TASK)

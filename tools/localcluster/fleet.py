@@ -25,6 +25,7 @@ the annotation `sim.accelerators.gpu/hardware` (read by the simulator only, neve
         faults: {stale_nfd_label: 415.92.202402201450-0, driver_build_fails: true, validation_fails: "ECC errors",
                  driver_fails_for: "580.",     # a driver image containing this fails to load (a bad new driver)
                  gfd_init_fails: true,         # GPU feature discovery cannot initialise NVML: it crash-loops
+                 mig_reconfig_fails: true,     # the MIG manager fails to change the MIG layout (state failed)
                  never_returns: true, stale_nfd_after_upgrade: true}    # the last two: see mco.py (and kernel.py)
         reboot_seconds: 3       # a simulated kernel reboot (kernel.py) and nfd-worker's delay after it
         nfd_lag_seconds: 1
@@ -59,7 +60,7 @@ DTK_STREAM = ("openshift", "driver-toolkit")
 DTK_REPOSITORY = "quay.io/openshift-release-dev/ocp-v4.0-art-dev"
 FAULTS = ("stale_nfd_label", "driver_build_fails", "driver_fails_for", "validation_fails", "no_nfd_labels",
           "never_returns",
-          "stale_nfd_after_upgrade", "gfd_init_fails")
+          "stale_nfd_after_upgrade", "gfd_init_fails", "mig_reconfig_fails")
 # Labels nfd-worker recomputes after a reboot into another OS build.
 OS_LABEL_PREFIXES = (NFD + "system-os_release.", NFD + "kernel-version.")
 

@@ -12,10 +12,15 @@
   they go when no GFD pod is Ready there. Real GFD publishes through NFD (a feature file or a NodeFeature object), which
   keeps the labels for a while after the pod is gone; the simulator drops them at once. A GFD pod waits for driver and
   toolkit like the other operands; the fault `gfd_init_fails` makes it crash-loop (NVML cannot be initialised).
+- MIG manager (mig.py): a MIG manager pod, Ready once driver and toolkit are, applies the layout the node label
+  nvidia.com/mig.config names (from the ConfigMap it mounts) and reports nvidia.com/mig.config.state: success only on
+  MIG-capable GPUs once no pod holds the node's GPUs (pending until then), failed for a GPU without MIG, an unknown
+  layout or the fault `mig_reconfig_fails`. The node then advertises the layout's devices under the device plugin's
+  MIG_STRATEGY (mixed: nvidia.com/mig-<profile>; single: nvidia.com/gpu per MIG device).
 - Kernel modules: once a driver loaded on a node, they stay loaded until the node boots again (its bootID changes).
   A driver pod that is not yet Ready cannot then load its driver while pods still hold the node's GPUs (running pods
-  requesting nvidia.com/gpu*): it crash-loops, "module nvidia is in use", until they are gone. After a boot nothing
-  is loaded, so the first driver loads whatever pods are bound there. The k8s-driver-manager init container's own
+  requesting nvidia.com/gpu* or nvidia.com/mig-*): it crash-loops, "module nvidia is in use", until they are gone.
+  After a boot nothing is loaded, so the first driver loads whatever pods are bound there. The k8s-driver-manager init container's own
   eviction of those pods is not played: the rollout must evict them first.
 - NFD: nodes of a `nfd: worker` fleet get their labels once an nfd-worker pod is Ready on them.
 - Validation workloads (Job pods labelled `app.kubernetes.io/component=gpu-validation`, or requesting
@@ -45,6 +50,7 @@ import kubernetes
 from kubernetes.client.rest import ApiException
 
 from .fleet import HARDWARE_ANNOTATION, MCO_API, REGISTRY_CONFIGMAP
+from . import mig
 from .kernel import KernelReboots
 from .mco import MachineConfigOperator
 from .stages import REBOOTING_ANNOTATION
@@ -56,7 +62,7 @@ DRIVER, TOOLKIT, DEVICE_PLUGIN, DCGM_EXPORTER, VALIDATION, NFD_WORKER, GFD = (
     "gpu-validation", "nfd-worker", "gpu-feature-discovery")
 # What each operand waits for on its node before it can become Ready.
 DEPENDS_ON = {TOOLKIT: (DRIVER,), DEVICE_PLUGIN: (DRIVER, TOOLKIT), DCGM_EXPORTER: (DRIVER, TOOLKIT),
-              GFD: (DRIVER, TOOLKIT)}
+              GFD: (DRIVER, TOOLKIT), mig.MIG_MANAGER: (DRIVER, TOOLKIT)}
 # The CUDA version each driver branch brings (nvidia.com/cuda.runtime.*).
 CUDA_OF_BRANCH = {"535": (12, 2), "550": (12, 4), "560": (12, 6), "565": (12, 7), "570": (12, 8), "575": (12, 9),
                   "580": (13, 0)}
@@ -135,7 +141,7 @@ def holds_gpus(pod):
     """A pod that keeps the nvidia modules in use: running (or about to), not leaving, and requesting GPUs."""
     if pod["metadata"].get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
         return False
-    return any(name.startswith(GPU) and str(value) not in ("0", "")
+    return any(name.startswith((GPU, "nvidia.com/mig-")) and str(value) not in ("0", "")
                for c in pod["spec"].get("containers") or []
                for kind in ("requests", "limits") for name, value in ((c.get("resources") or {}).get(kind) or {}).items())
 
@@ -340,6 +346,8 @@ class Simulator:
         self.timer_keys = set()
         self.drivers_loaded = set()  # uids of driver pods whose driver loaded (it stays so while the pod lives)
         self.modules_loaded = {}  # node name -> the bootID in which a driver loaded there
+        self.mig_layouts = {}  # node name -> the MIG layout its GPUs have (mig.gpu_layouts), when MIG was applied
+        self.mig_decided = {}  # node name -> (layout asked, final state written): nothing more to do for it
         self.written = {}  # pod uid -> the (state, reason, message) last written
         self.reconciled = set()  # (uid, generation) of operator resources already acted on
         self.mco = None
@@ -480,7 +488,7 @@ class Simulator:
             return  # the kubelet is down: nothing it runs is reported until the node is back
         clock = time.time()
         # Operands in dependency order, so that one pass settles a node.
-        order = {DRIVER: 0, TOOLKIT: 1, DEVICE_PLUGIN: 2, DCGM_EXPORTER: 2, GFD: 2}
+        order = {DRIVER: 0, TOOLKIT: 1, DEVICE_PLUGIN: 2, DCGM_EXPORTER: 2, GFD: 2, mig.MIG_MANAGER: 2}
         pods.sort(key=lambda p: order.get(component(p), 3))
         ready = set()
         boot = ((node.get("status") or {}).get("nodeInfo") or {}).get("bootID")
@@ -508,8 +516,37 @@ class Simulator:
             self.written[pod["metadata"]["uid"]] = signature
             LOG.info("pod %s/%s on %s: %s %s", pod["metadata"]["namespace"], pod["metadata"]["name"], node_name,
                      state, message)
-        self.reconcile_node_status(node, ready)
+        self.reconcile_mig(node, ready, pods)
+        self.reconcile_node_status(node, ready, pods)
         self.reconcile_gfd_labels(node, ready, pods)
+
+    def ready_pod(self, pods, kind):
+        return next((p for p in pods if component(p) == kind and self.written.get(p["metadata"]["uid"], [""])[0]
+                     == "ready"), None)
+
+    def reconcile_mig(self, node, ready, pods):
+        """The MIG manager of the node, while its pod is Ready: the layout the label asks for, and its state."""
+        labels = node["metadata"].get("labels") or {}
+        wanted = labels.get(mig.CONFIG_LABEL)
+        manager = self.ready_pod(pods, mig.MIG_MANAGER) if mig.MIG_MANAGER in ready else None
+        name, hw = node["metadata"]["name"], hardware(node)
+        if not wanted or not manager or self.mig_decided.get(name) == (wanted, labels.get(mig.STATE_LABEL)):
+            return
+        applied = self.mig_layouts.get(name) or mig.disabled(hw)
+        try:
+            config = self.core.read_namespaced_config_map(mig.config_map_of(manager), manager["metadata"]["namespace"])
+            text = (config.data or {}).get("config.yaml")
+        except ApiException as error:
+            if error.status != 404:
+                raise
+            text = None
+        holders = ["%s/%s" % (p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods if holds_gpus(p)]
+        state, self.mig_layouts[name], message = mig.outcome(hw, wanted, text, applied, holders)
+        if labels.get(mig.STATE_LABEL) != state:
+            self.core.patch_node(name, {"metadata": {"labels": {mig.STATE_LABEL: state}}})
+            LOG.info("node %s: MIG layout %s %s: %s", name, wanted, state, message)
+        if state != "pending":
+            self.mig_decided[name] = (wanted, state)
 
     def reconcile_gfd_labels(self, node, ready, pods):
         """GFD's labels while a GFD pod is Ready on the node (with the driver version of its Ready driver pod); none
@@ -531,16 +568,22 @@ class Simulator:
             self.core.patch_node(node["metadata"]["name"], {"metadata": {"labels": patch}})
             LOG.info("node %s: %s GFD labels", node["metadata"]["name"], "set" if wanted else "removed")
 
-    def reconcile_node_status(self, node, ready):
+    def reconcile_node_status(self, node, ready, pods):
         hw = hardware(node)
         node_name = node["metadata"]["name"]
-        gpus = int((hw.get("gpu") or {}).get("count") or 0)
-        advertised = gpus if DRIVER in ready and DEVICE_PLUGIN in ready else 0
-        current = (node["status"].get("allocatable") or {}).get(GPU)
-        if gpus and str(advertised) != str(current or "0"):
-            resources = {GPU: str(advertised)}
+        plugin = self.ready_pod(pods, DEVICE_PLUGIN) if DRIVER in ready and DEVICE_PLUGIN in ready else None
+        advertised = mig.resources(hw, self.mig_layouts.get(node_name) or mig.disabled(hw),
+                                   container_env(plugin["spec"]["containers"][0], "MIG_STRATEGY") if plugin else None,
+                                   plugin is not None)
+        current = {key: value for key, value in (node["status"].get("allocatable") or {}).items()
+                   if key == GPU or key.startswith("nvidia.com/mig-")}
+        # Resources no longer advertised go (a MIG profile of a previous layout).
+        resources = {key: None for key in current if key not in advertised}
+        resources.update((key, str(value)) for key, value in advertised.items()
+                         if current.get(key, "0" if key == GPU else None) != str(value))
+        if hw.get("gpu") and resources:
             self.core.patch_node_status(node_name, {"status": {"allocatable": resources, "capacity": resources}})
-            LOG.info("node %s: %s=%s", node_name, GPU, advertised)
+            LOG.info("node %s: %s", node_name, ", ".join("%s=%s" % item for item in sorted(resources.items())))
         if NFD_WORKER in ready:
             labels = node["metadata"].get("labels") or {}
             wanted = {k: v for k, v in (hw.get("nfd_labels") or {}).items() if labels.get(k) != v}

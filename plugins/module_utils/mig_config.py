@@ -1,0 +1,214 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""MIG layouts of nodes through the MIG manager's labels: which nodes can take one (MIG-capable, by GPU feature
+discovery's labels), the label patches that ask for one, what the MIG manager's state label and the node's
+allocatable resources say of it, and the labels this collection set (for the uninstall).
+
+The MIG manager (NVIDIA/mig-parted cmd/nvidia-mig-manager) applies the layout that the node label
+nvidia.com/mig.config names and reports in nvidia.com/mig.config.state: pending, rebooting, success or failed.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import time
+
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import TaskError
+from ansible_collections.accelerators.gpu.plugins.module_utils.gfd_labels import COUNT, PCI_DEVICES, gpu_summary
+from ansible_collections.accelerators.gpu.plugins.module_utils.mig_parted import (
+    GPU_RESOURCE, MIG_RESOURCE_PREFIX, LayoutError, advertised_resources, gpu_layouts)
+
+CONFIG_LABEL = 'nvidia.com/mig.config'
+STATE_LABEL = 'nvidia.com/mig.config.state'
+# The value of nvidia.com/mig.config this collection set on the node: the uninstall removes the label only while it
+# still has that value (an admin's choice made since stays).
+SET_ANNOTATION = 'accelerators.gpu/mig.config'
+DEVICE_OF_PRODUCT = dict((product, device) for device, (product, _memory, _capable) in PCI_DEVICES.items())
+
+
+def _metadata(node):
+    return node.get('metadata') or {}
+
+
+def _labels(node):
+    return _metadata(node).get('labels') or {}
+
+
+def refusals(nodes, names):
+    """Why the named nodes (Node dicts in nodes) cannot take a MIG layout: each one missing, whose GPU is not
+    MIG-capable (naming it) or whose MIG capability is unknown (no GPU feature discovery labels). [] when all can."""
+    by_name = dict((_metadata(node).get('name'), node) for node in nodes)
+    found = []
+    for name in names:
+        if name not in by_name:
+            found.append('node %s not found' % name)
+            continue
+        summary = gpu_summary(_labels(by_name[name]))
+        if summary['mig_capable'] is None:
+            found.append('node %s: MIG capability of its GPU %s unknown (no nvidia.com/mig.capable label from GPU '
+                         'feature discovery)' % (name, summary['product'] or 'none found'))
+        elif not summary['mig_capable']:
+            found.append('node %s: GPU %s is not MIG-capable' % (name, summary['product']))
+    return found
+
+
+def node_gpus(node):
+    """(GPU count, PCI device id or None) of a node, from GPU feature discovery's labels."""
+    labels = _labels(node)
+    product = gpu_summary(labels)['product'] or ''
+    try:
+        count = int(labels.get(COUNT, '0'))
+    except ValueError:
+        count = 0
+    return count, DEVICE_OF_PRODUCT.get(product)
+
+
+def expected_resources(node, config, layout, strategy):
+    """{resource: count} the node advertises once the layout is applied, under the MIG strategy."""
+    count, device = node_gpus(node)
+    return advertised_resources(gpu_layouts(config, layout, count, device), strategy)
+
+
+def config_patch(node, layout, only_unlabelled=False):
+    """The metadata merge patch asking the MIG manager for layout on the node ({} when it already has it; with
+    only_unlabelled, also when the node names any layout): the config label, the state label set back to pending
+    (so that a state of the previous layout is not taken for this one's), and the annotation recording that this
+    collection set it."""
+    labels = _labels(node)
+    if labels.get(CONFIG_LABEL) == layout or (only_unlabelled and CONFIG_LABEL in labels):
+        return {}
+    return {'metadata': {'labels': {CONFIG_LABEL: layout, STATE_LABEL: 'pending'},
+                         'annotations': {SET_ANNOTATION: layout}}}
+
+
+def removal_patch(node):
+    """The patch removing what this collection set: nvidia.com/mig.config while it has the value the collection set,
+    with the MIG manager's state label, and the annotation. {} when there is nothing."""
+    labels, annotations = _labels(node), _metadata(node).get('annotations') or {}
+    if SET_ANNOTATION not in annotations:
+        return {}
+    patch = {'metadata': {'annotations': {SET_ANNOTATION: None}}}
+    if labels.get(CONFIG_LABEL) == annotations[SET_ANNOTATION]:
+        patch['metadata']['labels'] = dict((key, None) for key in (CONFIG_LABEL, STATE_LABEL) if key in labels)
+    return patch
+
+
+def gpu_allocatable(node):
+    """The node's allocatable nvidia.com/gpu and nvidia.com/mig-* resources, as numbers."""
+    allocatable = (node.get('status') or {}).get('allocatable') or {}
+    return dict((key, int(value)) for key, value in allocatable.items()
+                if key == GPU_RESOURCE or key.startswith(MIG_RESOURCE_PREFIX))
+
+
+def layout_progress(node, layout, expected):
+    """('success', None), ('failed', why) or ('waiting', why) of a node asked for layout, by the MIG manager's state
+    label and the resources advertised (expected, from expected_resources; a resource not expected must be 0)."""
+    labels = _labels(node)
+    name = _metadata(node).get('name')
+    state = labels.get(STATE_LABEL)
+    if labels.get(CONFIG_LABEL) != layout:
+        return 'waiting', 'node %s: %s=%s, not %s' % (name, CONFIG_LABEL, labels.get(CONFIG_LABEL), layout)
+    if state == 'failed':
+        return 'failed', 'node %s: %s=failed applying %s (see the nvidia-mig-manager pod log)' % (
+            name, STATE_LABEL, layout)
+    if state != 'success':
+        return 'waiting', 'node %s: %s=%s' % (name, STATE_LABEL, state or '(none)')
+    allocatable = gpu_allocatable(node)
+    wrong = sorted('%s=%s' % (key, allocatable.get(key, 0)) + (' (expected %d)' % expected.get(key, 0))
+                   for key in set(allocatable) | set(expected) if allocatable.get(key, 0) != expected.get(key, 0))
+    if wrong:
+        return 'waiting', 'node %s: %s=success, allocatable %s' % (name, STATE_LABEL, ', '.join(wrong))
+    return 'success', None
+
+
+def _read_config(api, namespace, name):
+    import yaml  # only the modules that read the ConfigMap need PyYAML
+    config_map = api.read_optional('/api/v1/namespaces/%s/configmaps/%s' % (namespace, name))[0]
+    if config_map is None:
+        raise TaskError('ConfigMap %s/%s of the MIG layouts not found: deploy the mig_manager role first '
+                        '(ansible-playbook accelerators.gpu.deploy --tags mig_manager)' % (namespace, name))
+    try:
+        return yaml.safe_load((config_map.get('data') or {}).get('config.yaml') or '') or {}
+    except yaml.YAMLError as error:
+        raise TaskError('ConfigMap %s/%s: config.yaml is not YAML: %s' % (namespace, name, error))
+
+
+def _selected_nodes(api, params):
+    nodes = list(api.list_nodes(params['label_selector']))
+    names = params['nodes'] or sorted(_metadata(node)['name'] for node in nodes)
+    return nodes, names
+
+
+def _check(api, params):
+    """The nodes, their names, the parsed layouts and each node's expected resources; fails before any change when a
+    node cannot take the layout or the layout is unknown."""
+    nodes, names = _selected_nodes(api, params)
+    problems = refusals(nodes, names)
+    if problems:
+        raise TaskError('MIG layout %s refused, nothing changed: %s' % (params['config'], '; '.join(problems)),
+                        refused=problems)
+    config = _read_config(api, params['namespace'], params['config_map'])
+    by_name = dict((_metadata(node)['name'], node) for node in nodes)
+    try:
+        expected = dict((name, expected_resources(by_name[name], config, params['config'], params['mig_strategy']))
+                        for name in names)
+    except LayoutError as error:
+        raise TaskError('%s, nothing changed' % error)
+    return by_name, names, expected
+
+
+def _wait(api, names, layout, expected, params, clock, sleep):
+    deadline = clock() + params['timeout']
+    while True:
+        progress = dict((name, layout_progress(api.read_node(name), layout, expected[name])) for name in names)
+        failed = sorted(why for state, why in progress.values() if state == 'failed')
+        if failed:
+            raise TaskError('MIG layout %s failed on %s: %s' % (layout, ', '.join(
+                name for name in names if progress[name][0] == 'failed'), '; '.join(failed)),
+                failed_nodes=[name for name in names if progress[name][0] == 'failed'])
+        waiting = [progress[name][1] for name in names if progress[name][0] != 'success']
+        if not waiting:
+            return
+        if clock() >= deadline:
+            raise TaskError('MIG layout %s not applied within %d s: %s' % (layout, params['timeout'], '; '.join(waiting)),
+                            waiting=[name for name in names if progress[name][0] != 'success'])
+        sleep(params['poll_interval'])
+
+
+def run(module, api, clock=time.monotonic, sleep=time.sleep):
+    """The module's work, by action: check (refuse nodes and layouts that cannot be, change nothing; return the nodes
+    whose layout would change), apply (label and wait for the MIG manager and the advertised resources), default
+    (label the nodes naming no layout) or remove (the uninstall's removal)."""
+    params = module.params
+    action = params['action']
+    if action == 'remove':
+        nodes, names = _selected_nodes(api, params)
+        by_name = dict((_metadata(node)['name'], node) for node in nodes)
+        patched = []
+        for name in names:
+            patch = removal_patch(by_name.get(name) or {})
+            if patch:
+                api.patch_node(name, patch)
+                patched.append(name)
+        return {'changed': bool(patched), 'nodes': patched}
+    if action == 'default':
+        nodes, names = _selected_nodes(api, params)
+        by_name = dict((_metadata(node)['name'], node) for node in nodes)
+        patched = [name for name in names if config_patch(by_name[name], params['config'], only_unlabelled=True)]
+        for name in patched:
+            api.patch_node(name, config_patch(by_name[name], params['config'], only_unlabelled=True))
+        return {'changed': bool(patched), 'nodes': patched}
+    by_name, names, expected = _check(api, params)
+    changing = [name for name in names
+                if layout_progress(by_name[name], params['config'], expected[name])[0] != 'success']
+    result = {'nodes': names, 'changing': changing, 'expected': expected}
+    if action == 'check':
+        return dict(result, changed=False)
+    for name in changing:
+        patch = config_patch(by_name[name], params['config'])
+        if patch:
+            api.patch_node(name, patch)
+    if not module.check_mode:
+        _wait(api, changing, params['config'], expected, params, clock, sleep)
+    return dict(result, changed=bool(changing))

@@ -1,0 +1,142 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+module: mig_config
+short_description: Ask the NVIDIA MIG manager for a MIG layout on nodes and wait until they advertise its devices
+version_added: 0.1.0
+author: accelerators.gpu developers (@accelerators-gpu)
+description:
+  - The MIG manager applies the layout (a C(mig-configs) entry of its ConfigMap, mig-parted's format) that the node
+    label C(nvidia.com/mig.config) names, and reports in C(nvidia.com/mig.config.state) (C(pending), C(rebooting),
+    C(success), C(failed)).
+  - I(action=check) reads the nodes and the layouts and fails, changing nothing, naming each node that cannot take
+    the layout (its GPU not MIG-capable by GPU feature discovery's C(nvidia.com/mig.capable) label, or unknown) or
+    an unknown layout; it returns the nodes whose layout would change (to evict their GPU workloads first).
+  - I(action=apply) does the same checks, sets C(nvidia.com/mig.config) (and the state back to C(pending)) on the
+    nodes not yet at the layout, then waits until each reports C(success) and advertises the layout's resources
+    under I(mig_strategy); it fails at once naming the nodes whose state is C(failed), at I(timeout) naming each
+    node not there and why.
+  - I(action=default) sets I(config) on the nodes that name no layout; I(action=remove) removes
+    C(nvidia.com/mig.config) and C(nvidia.com/mig.config.state) where the value is still the one this module set
+    (annotation C(accelerators.gpu/mig.config)), and the annotation.
+  - Every result carries I(api_requests), the API requests the module sent, by HTTP verb.
+options:
+  action:
+    description: What to do, see the description.
+    type: str
+    choices: [check, apply, default, remove]
+    required: true
+  nodes:
+    description: Names of the nodes; all the nodes I(label_selector) selects when empty.
+    type: list
+    elements: str
+    default: []
+  label_selector:
+    description: Label selector of the nodes read (and, without I(nodes), acted on).
+    type: str
+  config:
+    description: Name of the MIG layout (for example V(all-1g.10gb), V(all-disabled)). Needed but by I(action=remove).
+    type: str
+  namespace:
+    description: Namespace of the MIG manager's ConfigMap.
+    type: str
+    default: nvidia-gpu-operator
+  config_map:
+    description: ConfigMap of the layouts (key C(config.yaml)).
+    type: str
+    default: default-mig-parted-config
+  mig_strategy:
+    description: The device plugin's MIG strategy, which decides the resources a layout gives.
+    type: str
+    choices: [none, single, mixed]
+    default: none
+  timeout:
+    description: Seconds for every node to apply the layout and advertise its resources.
+    type: int
+    default: 600
+  poll_interval:
+    description: Seconds between two looks at the nodes.
+    type: int
+    default: 2
+attributes:
+  check_mode:
+    description: Label patches are server-side dry runs, and the module does not wait.
+    support: full
+  diff_mode:
+    description: No diff.
+    support: none
+extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
+requirements:
+  - kubernetes >= 24.2.0
+  - PyYAML >= 3.11
+'''
+
+EXAMPLES = r'''
+- name: Seven 1g.10gb MIG devices on every GPU of two A100-80GB nodes
+  accelerators.gpu.mig_config:
+    action: apply
+    nodes: [gpu-a100-0, gpu-a100-1]
+    config: all-1g.10gb
+    mig_strategy: mixed
+'''
+
+RETURN = r'''
+nodes:
+  description: The nodes acted on (I(action=default) and I(action=remove), those patched).
+  returned: always
+  type: list
+  elements: str
+changing:
+  description: The nodes not yet at the layout (I(action=check) and I(action=apply)).
+  returned: when action is check or apply
+  type: list
+  elements: str
+expected:
+  description: By node, the resources it advertises at the layout.
+  returned: when action is check or apply
+  type: dict
+  sample: {gpu-a100-0: {nvidia.com/gpu: 0, nvidia.com/mig-1g.10gb: 56}}
+refused:
+  description: Why nodes cannot take the layout (the module then fails).
+  returned: on failure
+  type: list
+  elements: str
+failed_nodes:
+  description: The nodes whose MIG manager reported C(failed) (the module then fails).
+  returned: on failure
+  type: list
+  elements: str
+api_requests:
+  description: API requests sent by the module, by HTTP verb.
+  returned: always
+  type: dict
+'''
+
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import run_module
+from ansible_collections.accelerators.gpu.plugins.module_utils.mig_config import run
+
+
+def main():
+    run_module(dict(
+        action=dict(type='str', choices=['check', 'apply', 'default', 'remove'], required=True),
+        nodes=dict(type='list', elements='str', default=[]),
+        label_selector=dict(type='str'),
+        config=dict(type='str'),
+        namespace=dict(type='str', default='nvidia-gpu-operator'),
+        config_map=dict(type='str', default='default-mig-parted-config'),
+        mig_strategy=dict(type='str', choices=['none', 'single', 'mixed'], default='none'),
+        timeout=dict(type='int', default=600),
+        poll_interval=dict(type='int', default=2),
+    ), run, required_if=[('action', 'check', ['config']), ('action', 'apply', ['config']),
+                         ('action', 'default', ['config'])])
+
+
+if __name__ == '__main__':
+    main()
