@@ -20,8 +20,8 @@
 - Kernel modules: once a driver loaded on a node, they stay loaded until the node boots again (its bootID changes).
   A driver pod that is not yet Ready cannot then load its driver while pods still hold the node's GPUs (running pods
   requesting nvidia.com/gpu* or nvidia.com/mig-*): it crash-loops, "module nvidia is in use", until they are gone.
-  After a boot nothing is loaded, so the first driver loads whatever pods are bound there. The k8s-driver-manager init container's own
-  eviction of those pods is not played: the rollout must evict them first.
+  After a boot nothing is loaded, so the first driver loads whatever pods are bound there. The k8s-driver-manager init
+  container's own eviction of those pods is not played: the rollout must evict them first.
 - NFD: nodes of a `nfd: worker` fleet get their labels once an nfd-worker pod is Ready on them.
 - Validation workloads (Job pods labelled `app.kubernetes.io/component=gpu-validation`, or requesting
   `nvidia.com/gpu`) succeed only where driver and toolkit are Ready and no fault is injected.

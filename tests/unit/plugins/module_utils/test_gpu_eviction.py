@@ -35,6 +35,8 @@ def test_gpu_resources_of_any_container_in_requests_or_limits():
     assert gpu_resources(pod('c', init={'nvidia.com/gpu': '1'}, requests={'cpu': '1'})) == ['nvidia.com/gpu']
     assert gpu_resources(pod('d', requests={'nvidia.com/gpu': '0'}, limits={'amd.com/gpu': '1'})) == []
     assert gpu_resources(pod('e')) == []
+    # MIG devices under the mixed strategy are GPUs too.
+    assert gpu_resources(pod('f', limits={'nvidia.com/mig-1g.10gb': '1'})) == ['nvidia.com/mig-1g.10gb']
 
 
 def test_plan_evicts_gpu_workloads_and_says_why_others_stay():

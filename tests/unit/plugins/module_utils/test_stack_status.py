@@ -107,3 +107,20 @@ def test_a_node_on_a_build_without_driver_daemonset_is_named_and_not_ready():
         "accelerators.gpu.rhcos_upgrade?): run accelerators.gpu.reconcile")
     # Without the DaemonSets read (an older caller), nothing is claimed.
     assert not any(row["without_driver_daemonset"] for row in node_rows(facts, nodes, pods, jobs))
+
+
+def test_mig_layout_and_manager_per_node_and_mig_devices_count_as_allocatable():
+    mixed = {"metadata": {"name": "a", "labels": {"nvidia.com/mig.config": "all-1g.10gb",
+                                                  "nvidia.com/mig.config.state": "success"}},
+             "status": {"allocatable": {"nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "14", "cpu": "8"}}}
+    pods = [pod(name, component) for name in ("a", "b") for component in ("nvidia-driver",) + OPERANDS]
+    pods.append(pod("a", "nvidia-mig-manager"))
+    jobs = [job(name, "cuda", succeeded=1) for name in ("a", "b")]
+    first, second = node_rows([fact("a"), fact("b")], [mixed, node("b", 2)], pods, jobs)
+    assert (first["mig_manager"], first["mig_config"], first["mig_config_state"], first["allocatable"]) == (
+        "ready", "all-1g.10gb", "success", 14)
+    # Without a MIG manager (no MIG-capable GPU) a node is ready all the same.
+    assert (second["mig_manager"], second["mig_config"], second["ready"]) == ("-", None, True)
+    assert first["ready"] is True
+    lines = table_lines([first, second])
+    assert "all-1g.10gb (success)" in lines[1] and "MIG CONFIG" in lines[0]
