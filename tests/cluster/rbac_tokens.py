@@ -37,7 +37,8 @@ def limited_token(cluster, namespace, name, rules, seconds=3600):
 
 # What the deploy playbook needs on OpenShift with NFD run by someone else (nfd_install=never), and nothing more;
 # docs/awx-job-templates.md shows the same ClusterRole. Granting the operands' RBAC (the privileged SCC, the device
-# plugin's node reads, GPU feature discovery's NodeFeature writes) needs the permissions granted, so they are here too.
+# plugin's node reads, GPU feature discovery's NodeFeature writes, the MIG manager's pod watch) needs the permissions
+# granted, so they are here too.
 DEPLOY_RULES = [
     # Platform and proxy detection, the DTK image stream.
     {"apiGroups": ["config.openshift.io"], "resources": ["clusterversions", "proxies"], "verbs": ["get"]},
@@ -58,7 +59,7 @@ DEPLOY_RULES = [
     # Waits and diagnoses read pods; the driver rollout evicts GPU workloads and deletes outdated driver pods, and
     # k8s-driver-manager's ClusterRole grants the rest.
     {"apiGroups": [""], "resources": ["pods", "pods/eviction"],
-     "verbs": ["get", "list", "create", "delete", "patch", "update"]},
+     "verbs": ["get", "list", "create", "delete", "patch", "update", "watch"]},
     {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list"]},
     {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list"]},
     {"apiGroups": [""], "resources": ["serviceaccounts", "configmaps", "services", "secrets"],

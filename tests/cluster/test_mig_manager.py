@@ -3,11 +3,13 @@ MIG manager on the MIG-capable nodes only, their default layout, a re-run that c
 refused by name before anything changes, a layout applied after the GPU workloads were evicted, a node whose
 reconfiguration fails named by the play, and an uninstall that leaves the nodes' labels as they were."""
 
+import copy
 import os
 
 import kubernetes
 
 from conftest import wait_for
+from strict_schema import rendered_objects, strict_problems
 from gpu_fleet import RHCOS_416
 from test_deploy import fleet_variables, gpu_fleet, node_labels, playbook, status_of
 from test_driver_rollout import audit_events
@@ -42,7 +44,20 @@ def test_mig_layout_applied_after_eviction_refused_without_mig_failure_named_uni
     workloads = namespace + "-work"
     variables = fleet_variables(namespace, spec, common_mig_strategy="mixed")
     try:
-        no_warnings(playbook(cluster, "deploy", variables).succeeded())
+        deployed = no_warnings(playbook(cluster, "deploy", variables).succeeded())
+        # Every built-in object the roles rendered passes the API server's strict field validation (Kubernetes 1.33),
+        # the GFD, MIG manager and DCGM exporter ones (the console dashboard's ConfigMap) among them; a misspelt field
+        # would not.
+        rendered = rendered_objects(deployed)
+        assert strict_problems(cluster, [obj for _task, obj in rendered]) == {}
+        kinds = {(obj["kind"], obj["metadata"]["name"]) for _task, obj in rendered}
+        assert {("DaemonSet", "gpu-feature-discovery"), ("DaemonSet", "nvidia-mig-manager"),
+                ("ConfigMap", "default-mig-parted-config"), ("ClusterRole", "nvidia-mig-manager"),
+                ("DaemonSet", "nvidia-dcgm-exporter"), ("ConfigMap", "nvidia-dcgm-exporter-dashboard")} <= kinds
+        (misspelt,) = [copy.deepcopy(obj) for _task, obj in rendered if obj["metadata"]["name"] == "nvidia-mig-manager"
+                       and obj["kind"] == "DaemonSet"]
+        misspelt["spec"]["template"]["spec"]["nodeSelecter"] = misspelt["spec"]["template"]["spec"].pop("nodeSelector")
+        assert 'unknown field "spec.template.spec.nodeSelecter"' in "".join(strict_problems(cluster, [misspelt]).values())
         # On the MIG-capable nodes only, each given the default layout, which needs no change.
         daemonset = cluster.apps.read_namespaced_daemon_set("nvidia-mig-manager", namespace)
         assert daemonset.status.number_ready == 3
