@@ -12,6 +12,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import functools
 import time
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import TaskError
@@ -140,6 +141,20 @@ def _selected_nodes(api, params):
     return nodes, names
 
 
+def _patch_each(api, params, plan):
+    """Patch each node as plan(node) says ({} for nothing); the nodes patched."""
+    nodes, names = _selected_nodes(api, params)
+    by_name = dict((_metadata(node)['name'], node) for node in nodes)
+    missing = [name for name in names if name not in by_name]
+    if missing:
+        raise TaskError('nodes not found: %s' % ', '.join(missing))
+    patches = dict((name, plan(by_name[name])) for name in names)
+    patched = [name for name in names if patches[name]]
+    for name in patched:
+        api.patch_node(name, patches[name])
+    return {'changed': bool(patched), 'nodes': patched}
+
+
 def _check(api, params):
     """The nodes, their names, the parsed layouts and each node's expected resources; fails before any change when a
     node cannot take the layout or the layout is unknown."""
@@ -183,22 +198,9 @@ def run(module, api, clock=time.monotonic, sleep=time.sleep):
     params = module.params
     action = params['action']
     if action == 'remove':
-        nodes, names = _selected_nodes(api, params)
-        by_name = dict((_metadata(node)['name'], node) for node in nodes)
-        patched = []
-        for name in names:
-            patch = removal_patch(by_name.get(name) or {})
-            if patch:
-                api.patch_node(name, patch)
-                patched.append(name)
-        return {'changed': bool(patched), 'nodes': patched}
+        return _patch_each(api, params, removal_patch)
     if action == 'default':
-        nodes, names = _selected_nodes(api, params)
-        by_name = dict((_metadata(node)['name'], node) for node in nodes)
-        patched = [name for name in names if config_patch(by_name[name], params['config'], only_unlabelled=True)]
-        for name in patched:
-            api.patch_node(name, config_patch(by_name[name], params['config'], only_unlabelled=True))
-        return {'changed': bool(patched), 'nodes': patched}
+        return _patch_each(api, params, functools.partial(config_patch, layout=params['config'], only_unlabelled=True))
     by_name, names, expected = _check(api, params)
     changing = [name for name in names
                 if layout_progress(by_name[name], params['config'], expected[name])[0] != 'success']

@@ -3,8 +3,14 @@
 """MIG layouts of nodes: who can take one, the label patches, the progress read from the MIG manager's labels and the
 node's resources, and what the uninstall removes."""
 
+import pytest
+import yaml
+
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import TaskError
 from ansible_collections.accelerators.gpu.plugins.module_utils.mig_config import (
-    SET_ANNOTATION, config_patch, expected_resources, layout_progress, refusals, removal_patch)
+    CONFIG_LABEL, SET_ANNOTATION, STATE_LABEL, config_patch, expected_resources, layout_progress, refusals,
+    removal_patch, run)
+from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.fakes import FakeModule
 
 CONFIG = {'mig-configs': {'all-disabled': [{'devices': 'all', 'mig-enabled': False}],
                           'all-1g.10gb': [{'devices': 'all', 'mig-enabled': True, 'mig-devices': {'1g.10gb': 7}}]}}
@@ -73,3 +79,93 @@ def test_the_uninstall_removes_only_what_the_collection_set():
     changed_since = node('a', {'nvidia.com/mig.config': 'custom'}, {SET_ANNOTATION: 'all-disabled'})
     assert removal_patch(changed_since) == {'metadata': {'annotations': {SET_ANNOTATION: None}}}
     assert removal_patch(node('a', {'nvidia.com/mig.config': 'custom'})) == {}
+
+
+class FakeAPI:
+    """Nodes and the layouts' ConfigMap in memory; a patch of nvidia.com/mig.config is answered, as the MIG manager
+    would, with the state `outcome` gives for that node, and the resources."""
+
+    def __init__(self, nodes, outcome=None):
+        self.nodes = dict((n['metadata']['name'], n) for n in nodes)
+        self.outcome = outcome or {}
+        self.patches = []
+
+    def list_nodes(self, label_selector=None):
+        key, _sep, value = (label_selector or '=').partition('=')
+        return [n for n in self.nodes.values() if not key or n['metadata']['labels'].get(key) == value]
+
+    def read_node(self, name):
+        return self.nodes[name]
+
+    def read_optional(self, path):
+        assert path == '/api/v1/namespaces/gpu/configmaps/default-mig-parted-config'
+        return {'data': {'config.yaml': yaml.safe_dump(CONFIG)}}, True
+
+    def patch_node(self, name, patch):
+        self.patches.append((name, patch))
+        metadata = self.nodes[name]['metadata']
+        for key in ('labels', 'annotations'):
+            for label, value in patch['metadata'].get(key, {}).items():
+                if value is None:
+                    metadata[key].pop(label, None)
+                else:
+                    metadata[key][label] = value
+        if CONFIG_LABEL in patch['metadata'].get('labels') or {}:
+            state, allocatable = self.outcome.get(name, ('success', {}))
+            metadata['labels'][STATE_LABEL] = state
+            self.nodes[name]['status']['allocatable'] = allocatable
+
+
+def params(**values):
+    base = dict(action='apply', nodes=[], label_selector=None, config='all-1g.10gb', namespace='gpu',
+                config_map='default-mig-parted-config', mig_strategy='mixed', timeout=10, poll_interval=1)
+    base.update(values)
+    return base
+
+
+def run_module_work(api, check_mode=False, **values):
+    clock = iter(range(1000))
+    return run(FakeModule(params(**values), check_mode=check_mode), api, clock=lambda: next(clock),
+               sleep=lambda seconds: None)
+
+
+def test_a_node_without_mig_refuses_the_layout_before_any_label():
+    api = FakeAPI([node('a', dict(A100)), node('l', dict(L40S))])
+    with pytest.raises(TaskError, match='MIG layout all-1g.10gb refused, nothing changed: node l: GPU NVIDIA-L40S'):
+        run_module_work(api, nodes=['a', 'l'])
+    with pytest.raises(TaskError, match='no MIG layout all-9g.1gb'):
+        run_module_work(api, nodes=['a'], config='all-9g.1gb', action='check')
+    assert api.patches == []
+
+
+def test_apply_labels_the_nodes_not_at_the_layout_and_waits_for_their_devices():
+    done = {'nvidia.com/gpu': '0', 'nvidia.com/mig-1g.10gb': '14'}
+    api = FakeAPI([node('a', dict(A100)), node('b', dict(A100))], {'a': ('success', done), 'b': ('success', done)})
+    checked = run_module_work(api, action='check', nodes=['a', 'b'])
+    assert (checked['changed'], checked['changing'], api.patches) == (False, ['a', 'b'], [])
+    applied = run_module_work(api, nodes=['a', 'b'])
+    assert (applied['changed'], [name for name, _patch in api.patches]) == (True, ['a', 'b'])
+    assert run_module_work(api, nodes=['a', 'b'])['changed'] is False
+
+
+def test_a_failed_node_is_named_and_a_late_one_at_the_timeout():
+    api = FakeAPI([node('a', dict(A100)), node('b', dict(A100))],
+                  {'a': ('failed', {}), 'b': ('pending', {'nvidia.com/gpu': '2'})})
+    with pytest.raises(TaskError, match='MIG layout all-1g.10gb failed on a: node a: nvidia.com/mig.config.state=failed') as failed:
+        run_module_work(api, nodes=['a', 'b'])
+    assert failed.value.result['failed_nodes'] == ['a']
+    with pytest.raises(TaskError, match='not applied within 10 s: node b: nvidia.com/mig.config.state=pending'):
+        run_module_work(api, nodes=['b'])
+
+
+def test_default_labels_only_unlabelled_mig_nodes_and_remove_takes_back_only_those():
+    admin = node('c', dict(A100, **{CONFIG_LABEL: 'custom'}))
+    api = FakeAPI([node('a', dict(A100)), admin])
+    assert run_module_work(api, action='default', config='all-disabled',
+                           label_selector='nvidia.com/mig.capable=true')['nodes'] == ['a']
+    assert api.nodes['a']['metadata']['labels'][CONFIG_LABEL] == 'all-disabled'
+    assert run_module_work(api, action='remove')['nodes'] == ['a']
+    assert CONFIG_LABEL not in api.nodes['a']['metadata']['labels']
+    assert api.nodes['c']['metadata']['labels'][CONFIG_LABEL] == 'custom'
+    with pytest.raises(TaskError, match='nodes not found: gone'):
+        run_module_work(api, action='remove', nodes=['gone'])
