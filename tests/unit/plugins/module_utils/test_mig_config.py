@@ -110,7 +110,7 @@ class FakeAPI:
                     metadata[key].pop(label, None)
                 else:
                     metadata[key][label] = value
-        if CONFIG_LABEL in patch['metadata'].get('labels') or {}:
+        if CONFIG_LABEL in (patch['metadata'].get('labels') or {}):
             state, allocatable = self.outcome.get(name, ('success', {}))
             metadata['labels'][STATE_LABEL] = state
             self.nodes[name]['status']['allocatable'] = allocatable
