@@ -219,18 +219,20 @@ def upstream_operand(selector):
     """A DaemonSet whose pods wait as the GPU Operator's operands (MIG manager, GFD, ...) do: an init container
     polling /run/nvidia/validations/toolkit-ready, which only the validator writes."""
     labels = {"app": "upstream-operand", "app.kubernetes.io/component": "upstream-operand"}
+    volume = {"name": "run-nvidia-validations",
+              "hostPath": {"path": "/run/nvidia/validations", "type": "DirectoryOrCreate"}}
+    wait = {"name": "toolkit-validation", "image": "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v25.3.4",
+            "command": ["sh", "-c"],
+            "args": ["until [ -f /run/nvidia/validations/toolkit-ready ]; do echo waiting for nvidia container stack "
+                     "to be setup; sleep 5; done"],
+            "volumeMounts": [{"name": volume["name"], "mountPath": "/run/nvidia/validations",
+                              "mountPropagation": "HostToContainer"}]}
+    operand = {"name": "operand", "image": "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.12.1"}
     return {"metadata": {"name": "upstream-operand", "labels": labels},
             "spec": {"selector": {"matchLabels": {"app": labels["app"]}}, "template": {
                 "metadata": {"labels": labels},
-                "spec": {"nodeSelector": selector, "initContainers": [{
-                    "name": "toolkit-validation", "image": "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v25.3.4",
-                    "command": ["sh", "-c"], "args": ["until [ -f /run/nvidia/validations/toolkit-ready ]; do echo "
-                                                      "waiting for nvidia container stack to be setup; sleep 5; done"],
-                    "volumeMounts": [{"name": "run-nvidia-validations", "mountPath": "/run/nvidia/validations",
-                                      "mountPropagation": "HostToContainer"}]}],
-                    "containers": [{"name": "operand", "image": "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.12.1"}],
-                    "volumes": [{"name": "run-nvidia-validations",
-                                 "hostPath": {"path": "/run/nvidia/validations", "type": "DirectoryOrCreate"}}]}}}}
+                "spec": {"nodeSelector": selector, "initContainers": [wait], "containers": [operand],
+                         "volumes": [volume]}}}}
 
 
 def test_validator_files_set_driver_roots_and_hold_upstream_operands(cluster, namespace, make_fleet):
