@@ -105,3 +105,20 @@ def test_a_fleet_node_with_a_host_driver_is_labelled_pre_installed():
                                            "gpu": {"count": 1}, "host_driver": "570.172.08"}]})[0]
     assert made["labels"]["nvidia.com/gpu.deploy.driver"] == "pre-installed"
     assert simulator.hardware({"metadata": made})["host_driver"] == "570.172.08"
+
+
+def test_with_cdi_the_device_plugin_needs_the_driver_root_of_driver_ready():
+    hw = simulator.hardware(node())
+    files = {"driver-ready": validations.driver_ready_content(False)}
+
+    def plugin(args, cdi):
+        env = [{"name": "CDI_ENABLED", "value": "true"}] if cdi else []
+        return pod(simulator.DEVICE_PLUGIN, [{"name": "nvidia-device-plugin", "image": "plugin", "command": ["/bin/sh", "-c"],
+                                              "args": [args], "env": env, "volumeMounts": [MOUNT]}])
+
+    sourcing = SOURCE_DRIVER_READY.replace("nvidia-toolkit /usr/local/nvidia", "nvidia-device-plugin")
+    assert simulator.container_problem(plugin(sourcing, cdi=True), "n", hw, files) is None
+    reason, message = simulator.container_problem(plugin("exec nvidia-device-plugin", cdi=True), "n", hw, files)
+    assert reason == "CrashLoopBackOff" and "driver root / (the driver is at /run/nvidia/driver)" in message
+    # Without CDI the plugin's device specs do not depend on it.
+    assert simulator.container_problem(plugin("exec nvidia-device-plugin", cdi=False), "n", hw, files) is None
