@@ -29,6 +29,9 @@ DRIVER_DEPLOY_LABEL = DEPLOY_LABEL_PREFIX + 'driver'
 PRE_INSTALLED = 'pre-installed'
 MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by'
 MANAGED_BY = 'accelerators.gpu'
+# On a DaemonSet of prepare_versions (an upgrade's target, no node runs it yet): the build or kernel. A run without
+# prepare_versions (a deploy or reconcile while the upgrade goes on) keeps it rather than deleting it as stale.
+PREPARED_ANNOTATION = 'accelerators.gpu/prepared-for-upgrade'
 COMPONENT_LABEL = 'app.kubernetes.io/component'
 DTK_LABEL = 'openshift.driver-toolkit'
 DTK_RHCOS_LABEL = 'openshift.driver-toolkit.rhcos'
@@ -426,8 +429,14 @@ def _prepare_dtk_build(spec, plan, rhcos, dtk_images):
     if unresolved:
         raise PlanError('prepare_versions: RHCOS %s has no DTK image, so its driver DaemonSet cannot be prepared: %s'
                         % (rhcos, unresolved), obj=driver_daemonset_name(rhcos), field='dtk_images')
-    plan['desired'].append(_dtk_daemonset(spec, rhcos, _build_image(spec, os_tag_value), dtk_images[rhcos]['image']))
-    plan['prepared'].append(driver_daemonset_name(rhcos))
+    _add_prepared(plan, _dtk_daemonset(spec, rhcos, _build_image(spec, os_tag_value), dtk_images[rhcos]['image']),
+                  rhcos)
+
+
+def _add_prepared(plan, daemonset, version):
+    daemonset['metadata'].setdefault('annotations', {})[PREPARED_ANNOTATION] = version
+    plan['desired'].append(daemonset)
+    plan['prepared'].append(daemonset['metadata']['name'])
 
 
 def _image_exists(image, available):
@@ -466,8 +475,7 @@ def _plan_kernel(spec, nodes, dtk_images, precompiled_available, plan, prepare_v
             raise PlanError('prepare_versions: kernel %s has no precompiled driver image %s, so its driver DaemonSet '
                             'cannot be prepared: publish the image first' % (kernel, image),
                             obj=precompiled_daemonset_name(kernel, tag), field='prepare_versions')
-        plan['desired'].append(_precompiled_daemonset(spec, kernel, tag, os_id, version_id, image))
-        plan['prepared'].append(precompiled_daemonset_name(kernel, tag))
+        _add_prepared(plan, _precompiled_daemonset(spec, kernel, tag, os_id, version_id, image), kernel)
     for (kernel, tag), members in _groups(nodes, lambda facts: (facts['kernel']['effective'], os_tag(facts))):
         if not kernel or not tag:
             _block(plan, kernel or 'unknown', members, 'no NFD kernel-version or os-release ID/VERSION_ID labels')
@@ -666,12 +674,22 @@ def _why_keep_stale(daemonset, gpu_facts):
     if holders:
         return 'not desired, but GPU node(s) %s still have its version (by NFD label or osImage)' % ', '.join(
             sorted(holders))
+    prepared = ((daemonset.get('metadata') or {}).get('annotations') or {}).get(PREPARED_ANNOTATION)
+    if prepared:
+        return ('prepared for an upgrade to %s (annotation %s) that no GPU node runs yet; the upgrade playbook uses '
+                'it; delete it by hand if that upgrade was given up' % (prepared, PREPARED_ANNOTATION))
     return None
 
 
-def _is_managed_driver(daemonset):
+def is_managed_driver(daemonset):
     labels = (daemonset.get('metadata') or {}).get('labels') or {}
     return labels.get(MANAGED_BY_LABEL) == MANAGED_BY and labels.get(COMPONENT_LABEL) == 'nvidia-driver'
+
+
+def serves(daemonset, facts):
+    """True when the driver DaemonSet schedules on the node (facts: node_facts) with a driver for what it runs."""
+    pod_spec = _pod_spec(daemonset)
+    return _runs_correct_driver(pod_spec.get('nodeSelector') or {}, _selector_terms(pod_spec), facts)
 
 
 def plan_driver_changes(desired, existing, nodes_facts):
@@ -690,7 +708,7 @@ def plan_driver_changes(desired, existing, nodes_facts):
     gpu_facts = [facts for facts in nodes_facts if facts['gpu_present']]
     plan = {'create': [], 'update': [], 'unchanged': [], 'delete': [], 'keep': []}
     existing_by_name = dict((daemonset['metadata']['name'], daemonset) for daemonset in existing)
-    managed = dict((name, daemonset) for name, daemonset in existing_by_name.items() if _is_managed_driver(daemonset))
+    managed = dict((name, daemonset) for name, daemonset in existing_by_name.items() if is_managed_driver(daemonset))
 
     def keep(daemonset, reason):
         pod_spec = _pod_spec(daemonset)

@@ -136,7 +136,8 @@ def nodes_label_problems(nodes, names, keys, expected=None):
     return found
 
 
-def _int(value):
+def int_or_none(value):
+    """A label value as an int, None when absent or not a number."""
     try:
         return int(value)
     except (TypeError, ValueError):
@@ -148,7 +149,7 @@ def gpu_summary(labels):
     that names the device id (PCI_DEVICES), else unknown. source says which: 'gfd', 'pci' or None."""
     if PRODUCT in labels:
         capable = labels.get(MIG_CAPABLE)
-        return {'product': labels[PRODUCT], 'memory': _int(labels.get(MEMORY)),
+        return {'product': labels[PRODUCT], 'memory': int_or_none(labels.get(MEMORY)),
                 'mig_capable': None if capable is None else capable == 'true', 'source': 'gfd'}
     devices = sorted(match.group(1) for match in (_PCI_DEVICE_RE.match(key) for key, value in labels.items()
                                                   if value == 'true') if match)

@@ -11,7 +11,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.gfd_labels import gfd_labels_to_remove
+from ansible_collections.accelerators.gpu.plugins.module_utils.gfd_labels import gfd_labels_to_remove, int_or_none
 
 NFD_PREFIX = 'feature.node.kubernetes.io/'
 OLD_NFD_PREFIX = 'node.alpha.kubernetes-incubator.io/nfd-'
@@ -89,13 +89,6 @@ def _gpu_evidence(labels, allocatable):
     return evidence
 
 
-def _to_int(value):
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
 # Taints the node lifecycle controller and cloud providers set for a node's passing state.
 CONDITION_TAINT_PREFIXES = ('node.kubernetes.io/', 'node.cloudprovider.kubernetes.io/')
 
@@ -157,10 +150,10 @@ def node_facts(node):
             for key, value in labels.items() if key.startswith(DEPLOY_LABEL_PREFIX)
         ),
     }
-    gpu_count = _to_int(labels.get(GFD_LABELS['gpu_count']))
+    gpu_count = int_or_none(labels.get(GFD_LABELS['gpu_count']))
     facts['gpu_count'] = gpu_count
     facts['gpu_product'] = labels.get(GFD_LABELS['gpu_product'])
-    facts['gpu_memory'] = _to_int(labels.get(GFD_LABELS['gpu_memory']))
+    facts['gpu_memory'] = int_or_none(labels.get(GFD_LABELS['gpu_memory']))
     facts['warnings'] = _warnings(facts, old_nfd, _gpu_evidence(labels, status.get('allocatable') or {}))
     return facts
 

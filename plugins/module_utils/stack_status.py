@@ -6,6 +6,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import is_managed_driver, serves
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_upgrade import FAILURE_ANNOTATION, STATE_LABEL
 from ansible_collections.accelerators.gpu.plugins.module_utils.gfd_labels import gpu_summary
 
@@ -64,11 +65,15 @@ def last_validations(jobs):
     return found
 
 
-def node_rows(facts, nodes, pods, jobs, resource='nvidia.com/gpu'):
+def node_rows(facts, nodes, pods, jobs, daemonsets=None, resource='nvidia.com/gpu'):
     """One row a GPU node: facts are nfd_labels' nodes, nodes the Node objects, pods the stack's pods, jobs its
-    validation Jobs (all as dicts). Columns are HEADERS' keys; an operand column is 'ready', why it is not, or '-'.
+    validation Jobs, daemonsets the stack's driver DaemonSets (all as dicts). Columns are HEADERS' keys; an operand
+    column is 'ready', why it is not, or '-'.
     product, memory (MiB) and mig_capable come from GPU feature discovery's labels, else from NFD's PCI device
-    labels (gpu_info says which: 'gfd', 'pci' or None)."""
+    labels (gpu_info says which: 'gfd', 'pci' or None).
+    without_driver_daemonset: the node is to get the stack's driver (nvidia.com/gpu.deploy.driver=true) and no driver
+    DaemonSet is for the RHCOS build or kernel it runs, as after an upgrade started outside rhcos_upgrade."""
+    drivers = [daemonset for daemonset in daemonsets or [] if is_managed_driver(daemonset)]
     objects = dict((node['metadata']['name'], node) for node in nodes)
     pods_by_node = {}
     for pod in pods:
@@ -107,9 +112,13 @@ def node_rows(facts, nodes, pods, jobs, resource='nvidia.com/gpu'):
                                    else driver_label if driver_label not in (None, 'true') else '-')
         if row['driver'] == '-' and driver_label == 'pre-installed':
             row['driver'] = 'host'
+        # nfd_labels returns no label maps by default; the Node objects have them.
+        with_labels = dict(fact, labels=metadata.get('labels') or {})
+        row['without_driver_daemonset'] = (daemonsets is not None and driver_label == 'true'
+                                           and not any(serves(daemonset, with_labels) for daemonset in drivers))
         row['ready'] = (all(row[column] in ('ready', 'host') for column, _component in OPERANDS)
                         and all(row[column] in ('ready', '-') for column, _component in OPTIONAL_OPERANDS)
-                        and row['driver_upgrade'] in ('-', 'upgrade-done')
+                        and row['driver_upgrade'] in ('-', 'upgrade-done') and not row['without_driver_daemonset']
                         and row['allocatable'] > 0 and bool(row['validation'])
                         and all(result == 'ok' for result in row['validation'].values()))
         rows.append(row)
@@ -127,7 +136,15 @@ def _cell(row, key):
 
 
 def table_lines(rows):
-    """The rows as aligned text lines under a header, for people."""
+    """The rows as aligned text lines under a header, for people, then a line for each node that needs something
+    done: a failed driver upgrade with its cause, no driver DaemonSet for what the node runs."""
     cells = [[title for _key, title in HEADERS]] + [[_cell(row, key) for key, _title in HEADERS] for row in rows]
     widths = [max(len(line[index]) for line in cells) for index in range(len(HEADERS))]
-    return ['  '.join(text.ljust(width) for text, width in zip(line, widths)).rstrip() for line in cells]
+    lines = ['  '.join(text.ljust(width) for text, width in zip(line, widths)).rstrip() for line in cells]
+    for row in rows:
+        if row.get('driver_upgrade_failure'):
+            lines.append('%s: driver upgrade-failed: %s' % (row['node'], row['driver_upgrade_failure']))
+        if row.get('without_driver_daemonset'):
+            lines.append('%s: no driver DaemonSet is for %s, which it runs (an upgrade outside '
+                         'accelerators.gpu.rhcos_upgrade?): run accelerators.gpu.reconcile' % (row['node'], row['os']))
+    return lines

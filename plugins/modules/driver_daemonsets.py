@@ -221,6 +221,9 @@ options:
         are labelled. The driver image's tag follows from the build string (C(418.94.x) gives C(rhcos4.18),
         C(9.6.x) gives C(rhel9.6)). It is desired, so never deleted as stale while the build is listed here; once
         nodes run the build it is planned for them as any other.
+      - A prepared DaemonSet carries the annotation C(accelerators.gpu/prepared-for-upgrade) (the build or kernel), so
+        a run without I(prepare_versions), such as a deploy or reconcile while the upgrade goes on, keeps it instead of
+        deleting it as stale (RV(kept) says why). Once nodes run its version the annotation goes with the next apply.
       - A listed build without a resolved DTK image (I(dtk_images), or the image stream) fails the module before any
         write.
       - With I(mode=kernel), kernels (as C(uname -r) gives them, for example C(5.15.0-105-generic)) whose precompiled

@@ -185,6 +185,12 @@ def test_kubernetes_single_driver_deploys_validated_and_reruns_unchanged(kuberne
         assert jobs_by_check(kubernetes_cluster, namespace) == {
             (check, node): 1 for check in ("driver", "toolkit", "cuda") for node in (gpu0, gpu1)}
         assert playbook(kubernetes_cluster, "deploy", variables).succeeded().stats["changed"] == 0
+        # The upgrade guard names MachineConfigPools, which plain Kubernetes has not: refused, nothing changed.
+        guarded = playbook(kubernetes_cluster, "deploy", dict(variables, driver_paused_pools=["gpu-worker"]),
+                           tags="driver")
+        name, result = guarded.failure()
+        assert name.endswith("Refuse the upgrade guard where there are no MachineConfigPools"), (name, result.get("msg"))
+        assert "Nothing was changed" in result["msg"] and guarded.stats["changed"] == 0
     finally:
         kubernetes_cluster.core.delete_namespace(namespace)
 
@@ -236,7 +242,8 @@ def test_validation_failure_on_one_node_is_named(cluster, namespace, make_fleet)
     assert good not in failed["msg"].split("\n")[1]
 
 
-def test_a_gpu_node_added_later_comes_up_on_the_next_run(cluster, namespace, make_fleet):
+def test_a_gpu_node_added_later_comes_up_on_one_reconcile_run_and_the_next_changes_nothing(
+        cluster, namespace, make_fleet):
     spec = gpu_fleet({"name": "gpu", "gpu": {"count": 8}, "os": {"rhcos": RHCOS_416}})
     (first,) = make_fleet(spec).node_names
     variables = fleet_variables(namespace, spec)
@@ -244,11 +251,12 @@ def test_a_gpu_node_added_later_comes_up_on_the_next_run(cluster, namespace, mak
     # The same fleet (label) grows by a node on a new RHCOS version, whose driver DaemonSet the next run adds.
     (added,) = make_fleet(dict(spec, nodes=[{"name": "gpu-added", "gpu": {"count": 2}, "os": {"rhcos": RHCOS_96}}])
                           ).node_names
-    playbook(cluster, "deploy", variables).succeeded()
+    assert playbook(cluster, "reconcile", variables).succeeded().stats["changed"] > 0
     assert cluster.core.read_node(added).status.allocatable["nvidia.com/gpu"] == "2"
     assert jobs_by_check(cluster, namespace)[("cuda", added)] == 1
     rows = {row["node"]: row for row in status_of(cluster, variables)["nodes"]}
     assert sorted(rows) == sorted([first, added]) and all(row["ready"] for row in rows.values())
+    assert playbook(cluster, "reconcile", variables).succeeded().stats["changed"] == 0
 
 
 def validation_jobs(cluster, namespace):

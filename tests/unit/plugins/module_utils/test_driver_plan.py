@@ -6,7 +6,7 @@ import copy
 import pytest
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import (
-    DTK_SIDECAR_SCRIPT, PlanError, desired_driver_daemonsets, driver_daemonset_name, is_subset,
+    DTK_SIDECAR_SCRIPT, PREPARED_ANNOTATION, PlanError, desired_driver_daemonsets, driver_daemonset_name, is_subset,
     nodes_left_without_driver, os_tag, plan_driver_changes, precompiled_daemonset_name, precompiled_image,
     sanitize_kernel_for_name)
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import node_facts
@@ -577,9 +577,12 @@ def test_prepared_version_gets_its_daemonset_selecting_its_label_only(build, tag
     assert container(desired[name], 'nvidia-driver-ctr')['image'] == 'nvcr.io/nvidia/driver:550.90.07-' + tag
     assert container(desired[name], 'openshift-driver-toolkit-ctr')['image'] == DTK_418
     assert plan['assignments']['w1']['daemonset'] == 'nvidia-driver-daemonset-' + RHCOS_416
-    # Like a DaemonSet built for nodes of that build: the same object once nodes run it.
+    # Like a DaemonSet built for nodes of that build: the same object once nodes run it, but for the mark (not in
+    # the pod template: the pods it starts are those of that DaemonSet).
+    assert desired[name]['metadata']['annotations'] == {PREPARED_ANNOTATION: build}
     if build == RHCOS_418:
-        assert desired[name] == desired_driver_daemonsets(SPEC, facts_of(node_418('w9')), dtk, 'rhcos')['desired'][0]
+        served = desired_driver_daemonsets(SPEC, facts_of(node_418('w9')), dtk, 'rhcos')['desired'][0]
+        assert desired[name]['spec'] == served['spec'] and 'annotations' not in served['metadata']
 
 
 def test_prepared_version_a_node_runs_is_planned_once_for_its_nodes():
@@ -588,7 +591,7 @@ def test_prepared_version_a_node_runs_is_planned_once_for_its_nodes():
     assert plan['prepared'] == [] and plan['assignments']['w1']['daemonset'] == 'nvidia-driver-daemonset-' + RHCOS_418
 
 
-def test_prepared_daemonset_is_kept_while_listed_and_stale_without_pods_once_not():
+def test_prepared_daemonset_is_kept_while_listed_or_marked_prepared_and_stale_without_pods_once_not():
     nodes = facts_of(rhcos_node('w1'))
     dtk = dict(DTK, **{TARGET_96: resolved(DTK_418)})
     desired = desired_driver_daemonsets(SPEC, nodes, dtk, 'rhcos', prepare_versions=[TARGET_96])['desired']
@@ -596,9 +599,36 @@ def test_prepared_daemonset_is_kept_while_listed_and_stale_without_pods_once_not
                                1 if ds['metadata']['name'] != DS_TARGET else 0) for ds in desired]
     changes = plan_driver_changes(desired, existing, nodes)
     assert changes['delete'] == [] and DS_TARGET in changes['unchanged']
-    # Without prepare_versions the empty DaemonSet of a build no node has is stale.
+    # A run without prepare_versions (a deploy while the upgrade goes on) keeps the DaemonSet marked prepared.
     plain = desired_driver_daemonsets(SPEC, nodes, dtk, 'rhcos')['desired']
+    kept = plan_driver_changes(plain, existing, nodes)
+    assert kept['delete'] == [] and [entry['name'] for entry in kept['keep']] == [DS_TARGET]
+    assert 'prepared for an upgrade to %s' % TARGET_96 in kept['keep'][0]['reason']
+    # Without the mark, the empty DaemonSet of a build no node has is stale.
+    for daemonset in existing:
+        daemonset['metadata'].get('annotations', {}).pop(PREPARED_ANNOTATION, None)
     assert plan_driver_changes(plain, existing, nodes)['delete'] == [DS_TARGET]
+
+
+def test_prepared_daemonset_loses_its_mark_once_its_nodes_run_the_version():
+    dtk = dict(DTK, **{RHCOS_418: resolved(DTK_418)})
+    prepared = desired_driver_daemonsets(SPEC, facts_of(rhcos_node('w1')), dtk, 'rhcos',
+                                         prepare_versions=[RHCOS_418])['desired']
+    name = 'nvidia-driver-daemonset-' + RHCOS_418
+    existing = [server_applied(ds, 0, 0) for ds in prepared if ds['metadata']['name'] == name]
+    # As the API server records the apply: the mark is a field this collection applied.
+    existing[0]['metadata']['managedFields'] = [{'manager': 'accelerators.gpu', 'operation': 'Apply', 'fieldsV1': {
+        'f:metadata': {'f:annotations': {'f:' + PREPARED_ANNOTATION: {}}}}}]
+    moved = facts_of(node_418('w1'))
+    desired = desired_driver_daemonsets(SPEC, moved, dtk, 'rhcos')['desired']
+    changes = plan_driver_changes(desired, existing, moved)
+    # The update (a server-side apply) drops the mark; the pod template is the same, so no driver pod is outdated.
+    assert [(old['metadata']['name'], new['spec'] == prepared_spec(prepared, name)) for old, new in changes['update']] \
+        == [(name, True)]
+
+
+def prepared_spec(daemonsets, name):
+    return [ds for ds in daemonsets if ds['metadata']['name'] == name][0]['spec']
 
 
 def test_prepared_version_without_dtk_or_not_a_build_or_not_rhcos_mode_is_a_plan_error():

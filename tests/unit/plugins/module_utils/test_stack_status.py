@@ -76,3 +76,34 @@ def test_product_memory_and_mig_from_gfd_else_from_nfd_pci_labels_and_gfd_readin
     assert lines[0].split()[:6] == ["NODE", "GPUS", "PRODUCT", "MEMORY", "MiB", "MIG"]
     assert lines[1].split()[:5] == ["a", "8", "NVIDIA-A100-SXM4-80GB", "81920", "yes"]
     assert lines[3].split()[:5] == ["c", "2", "-", "-", "-"]
+
+
+def driver_daemonset(build, managed=True):
+    labels = {"app.kubernetes.io/component": "nvidia-driver"}
+    if managed:
+        labels["app.kubernetes.io/managed-by"] = "accelerators.gpu"
+    ostree = "feature.node.kubernetes.io/system-os_release.OSTREE_VERSION"
+    return {"metadata": {"name": "nvidia-driver-daemonset-" + build, "labels": labels},
+            "spec": {"template": {"spec": {"nodeSelector": {"nvidia.com/gpu.deploy.driver": "true", ostree: build}}}}}
+
+
+def test_a_node_on_a_build_without_driver_daemonset_is_named_and_not_ready():
+    ostree = "feature.node.kubernetes.io/system-os_release.OSTREE_VERSION"
+    facts, nodes = [], []
+    for name, build, driver in (("old", "9.6.20260303-1", "true"), ("moved", "9.6.20260401-0", "true"),
+                                ("host", "9.6.20260401-0", "pre-installed")):
+        facts.append(fact(name, driver=driver, rhcos=build))
+        nodes.append(node(name, 8))
+        nodes[-1]["metadata"]["labels"] = {ostree: build, "nvidia.com/gpu.deploy.driver": driver}
+    pods = [pod("old", "nvidia-driver")] + [pod(name, component) for name in ("old", "moved") for component in OPERANDS]
+    jobs = [job("old", "cuda", succeeded=1), job("moved", "cuda", succeeded=1)]
+    # A DaemonSet of the new build that the collection does not manage serves nothing.
+    daemonsets = [driver_daemonset("9.6.20260303-1"), driver_daemonset("9.6.20260401-0", managed=False)]
+    rows = {row["node"]: row for row in node_rows(facts, nodes, pods, jobs, daemonsets)}
+    assert [name for name, row in rows.items() if row["without_driver_daemonset"]] == ["moved"]
+    assert rows["old"]["ready"] and not rows["moved"]["ready"]
+    assert table_lines(list(rows.values()))[-1] == (
+        "moved: no driver DaemonSet is for 9.6.20260401-0, which it runs (an upgrade outside "
+        "accelerators.gpu.rhcos_upgrade?): run accelerators.gpu.reconcile")
+    # Without the DaemonSets read (an older caller), nothing is claimed.
+    assert not any(row["without_driver_daemonset"] for row in node_rows(facts, nodes, pods, jobs))
