@@ -7,7 +7,8 @@ import os
 
 from kubernetes.client.rest import ApiException
 
-from gpu_fleet import RHCOS_416, fleet
+from conftest import wait_for
+from gpu_fleet import FLEET_LABEL, RHCOS_416, fleet, ready
 from playbook import play, run
 
 ROLES = ("accelerators.gpu.container_toolkit", "accelerators.gpu.device_plugin", "accelerators.gpu.dcgm_exporter")
@@ -15,7 +16,7 @@ OPERAND_STATUS = "accelerators.gpu.operand_status"
 # The simulated registry: NVIDIA's images (the collection's defaults) and the stand-in driver.
 REGISTRY = ["nvcr.io/nvidia/*", "example.test/sim/*"]
 DRIVER_IMAGE = "example.test/sim/driver:550.90.07"
-OPERANDS = ("driver", "container-toolkit", "device-plugin", "dcgm-exporter")
+OPERANDS = ("driver", "container-toolkit", "device-plugin", "dcgm-exporter", "operator-validator")
 # Every kind the roles create, (API path, namespaced), for before/after comparisons.
 KINDS = (("/api/v1/namespaces", False), ("/apis/node.k8s.io/v1/runtimeclasses", False),
          ("/apis/rbac.authorization.k8s.io/v1/clusterroles", False),
@@ -151,8 +152,8 @@ def test_openshift_stack_validated_configured_and_rerun_changes_nothing(cluster,
     pods = cluster.core.list_namespaced_pod(namespace, label_selector="app.kubernetes.io/managed-by=accelerators.gpu,"
                                             "app.kubernetes.io/component!=gpu-validation").items
     assert sorted((p.metadata.labels["app"], p.spec.node_name) for p in pods) == sorted(
-        (app, node) for app in ("nvidia-container-toolkit-daemonset", "nvidia-device-plugin-daemonset",
-                                "nvidia-dcgm-exporter") for node in (gpu0, gpu1))
+        (app, node) for app in ("nvidia-container-toolkit-daemonset", "nvidia-operator-validator",
+                                "nvidia-device-plugin-daemonset", "nvidia-dcgm-exporter") for node in (gpu0, gpu1))
 
     # OpenShift: CRI-O through the OCI hook (no RuntimeClass on the pods), privileged SCC for each service account.
     toolkit = cluster.apps.read_namespaced_daemon_set("nvidia-container-toolkit-daemonset", namespace)
@@ -163,13 +164,16 @@ def test_openshift_stack_validated_configured_and_rerun_changes_nothing(cluster,
     assert toolkit.metadata.labels["app.kubernetes.io/managed-by"] == "accelerators.gpu"
     assert cluster.custom.get_cluster_custom_object("node.k8s.io", "v1", "runtimeclasses", "nvidia")["handler"] \
         == "nvidia"
+    scc = {"apiGroups": ["security.openshift.io"], "resources": ["securitycontextconstraints"],
+           "resourceNames": ["privileged"], "verbs": ["use"]}
     for account in ("nvidia-container-toolkit", "nvidia-device-plugin", "nvidia-dcgm-exporter",
                     "nvidia-operator-validator"):
         role = cluster.client.call_api(
             "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/roles/%s" % (namespace, account), "GET",
             response_type="object", _return_http_data_only=True, auth_settings=["BearerToken"])
-        assert role["rules"] == [{"apiGroups": ["security.openshift.io"], "resources": ["securitycontextconstraints"],
-                                  "resourceNames": ["privileged"], "verbs": ["use"]}]
+        assert role["rules"][0] == scc
+        # The validator's checks create their workload pods and read its DaemonSet.
+        assert len(role["rules"]) == (3 if account == "nvidia-operator-validator" else 1)
     namespace_labels = cluster.core.read_namespace(namespace).metadata.labels
     assert namespace_labels["openshift.io/cluster-monitoring"] == "true"
     assert "pod-security.kubernetes.io/enforce" not in namespace_labels
@@ -203,6 +207,75 @@ def test_openshift_stack_validated_configured_and_rerun_changes_nothing(cluster,
     # Only the validation Jobs were replaced (a run validates anew); nothing the roles declare was written.
     assert {k: v for k, v in after.items() if "/jobs" not in k[0]} == \
         {k: v for k, v in before.items() if "/jobs" not in k[0]}
+
+
+def validation_files(cluster, node):
+    """The simulated node's /run/nvidia/validations: {file: content} (localcluster.simulator)."""
+    annotations = cluster.core.read_node(node).metadata.annotations or {}
+    return json.loads(annotations.get("sim.accelerators.gpu/validations", "{}"))
+
+
+def upstream_operand(selector):
+    """A DaemonSet whose pods wait as the GPU Operator's operands (MIG manager, GFD, ...) do: an init container
+    polling /run/nvidia/validations/toolkit-ready, which only the validator writes."""
+    labels = {"app": "upstream-operand", "app.kubernetes.io/component": "upstream-operand"}
+    volume = {"name": "run-nvidia-validations",
+              "hostPath": {"path": "/run/nvidia/validations", "type": "DirectoryOrCreate"}}
+    wait = {"name": "toolkit-validation", "image": "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v25.3.4",
+            "command": ["sh", "-c"],
+            "args": ["until [ -f /run/nvidia/validations/toolkit-ready ]; do echo waiting for nvidia container stack "
+                     "to be setup; sleep 5; done"],
+            "volumeMounts": [{"name": volume["name"], "mountPath": "/run/nvidia/validations",
+                              "mountPropagation": "HostToContainer"}]}
+    operand = {"name": "operand", "image": "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.12.1"}
+    return {"metadata": {"name": "upstream-operand", "labels": labels},
+            "spec": {"selector": {"matchLabels": {"app": labels["app"]}}, "template": {
+                "metadata": {"labels": labels},
+                "spec": {"nodeSelector": selector, "initContainers": [wait], "containers": [operand],
+                         "volumes": [volume]}}}}
+
+
+def test_validator_files_set_driver_roots_and_hold_upstream_operands(cluster, namespace, make_fleet):
+    spec = gpu_fleet({"name": "ctr", "gpu": {"count": 2}, "os": {"rhcos": RHCOS_416}},
+                     {"name": "host", "gpu": {"count": 2}, "os": {"rhcos": RHCOS_416}, "host_driver": "570.172.08"},
+                     {"name": "bare", "gpu": {"count": 2}, "os": {"rhcos": RHCOS_416}})
+    ctr, host, bare = make_fleet(spec).node_names
+    assert cluster.core.read_node(host).metadata.labels["nvidia.com/gpu.deploy.driver"] == "pre-installed"
+    prepare(cluster, namespace, [ctr, bare])
+    cluster.core.patch_node(host, {"metadata": {"labels": dict(
+        {"nvidia.com/gpu.present": "true"}, **{"nvidia.com/gpu.deploy." + o: "true" for o in OPERANDS[1:]})}})
+    # No validator on this node, so no toolkit-ready: nothing there may wait for it.
+    cluster.core.patch_node(bare, {"metadata": {"labels": {"nvidia.com/gpu.deploy.operator-validator": "false",
+                                                           "nvidia.com/gpu.deploy.device-plugin": "false"}}})
+    # With CDI the device plugin's driver root matters too (the simulator crash-loops a wrong one).
+    result = succeeded(run_roles(cluster, {"common_namespace": namespace, "common_wait_timeout": 120,
+                                           "common_cdi_enabled": True}, roles=ROLES[:2]))
+    print("toolkit and device plugin: %.1fs" % result.seconds)
+    # The host's driver: the toolkit and the device plugin run (so with the root /) and the node has its GPUs.
+    assert cluster.core.read_node(host).status.allocatable["nvidia.com/gpu"] == "2"
+    driver_ready = {node: dict(line.split("=", 1) for line in validation_files(cluster, node)["driver-ready"].split())
+                    for node in (ctr, host, bare)}
+    assert driver_ready[host]["IS_HOST_DRIVER"] == "true" and driver_ready[host]["NVIDIA_DRIVER_ROOT"] == "/"
+    for node in (ctr, bare):
+        assert (driver_ready[node]["IS_HOST_DRIVER"], driver_ready[node]["NVIDIA_DRIVER_ROOT"]) == (
+            "false", "/run/nvidia/driver")
+    # The validator's four files on its nodes (plugin-ready once the device plugin advertises the GPUs).
+    for node in (ctr, host):
+        wait_for(lambda node=node: set(validation_files(cluster, node)) == {
+            "driver-ready", "toolkit-ready", "cuda-ready", "plugin-ready"}, message="validation files on " + node)
+    assert set(validation_files(cluster, bare)) == {"driver-ready"}  # the toolkit's own driver validation
+
+    # An upstream operand starts where toolkit-ready is, and stays in Init where it is not.
+    cluster.apps.create_namespaced_daemon_set(namespace, upstream_operand({FLEET_LABEL: spec["name"]}))
+
+    def started_where_the_file_is():
+        pods = cluster.core.list_namespaced_pod(namespace, label_selector="app=upstream-operand").items
+        found = {pod.spec.node_name: pod for pod in pods if pod.status.phase}
+        return found if len(found) == 3 and ready(found[ctr]) and ready(found[host]) else None
+
+    waiting = wait_for(started_where_the_file_is, message="upstream operand pods")[bare]
+    assert waiting.status.phase == "Pending" and not ready(waiting)
+    assert "/run/nvidia/validations/toolkit-ready" in waiting.status.init_container_statuses[0].state.waiting.message
 
 
 def test_dcgm_exporter_serves_every_node_through_its_service(cluster, namespace, make_fleet):
@@ -251,10 +324,11 @@ def test_kubernetes_with_containerd_gets_pod_security_labels_and_the_runtime_cla
     plugin = cluster.apps.read_namespaced_daemon_set("nvidia-device-plugin-daemonset", namespace).spec.template.spec
     assert plugin.runtime_class_name == "nvidia"
     assert [c.name for c in plugin.containers] == ["nvidia-device-plugin"]  # no time-slicing, no config manager
-    # No OpenShift SCC Role on Kubernetes, and no cluster-wide rights for the plugin without time-slicing.
+    # No OpenShift SCC Role on Kubernetes (only the validator's rights to run its workload pods), and no
+    # cluster-wide rights for the plugin without time-slicing.
     roles = cluster.client.call_api("/apis/rbac.authorization.k8s.io/v1/namespaces/%s/roles" % namespace, "GET",
                                     response_type="object", _return_http_data_only=True, auth_settings=["BearerToken"])
-    assert roles["items"] == []
+    assert [role["metadata"]["name"] for role in roles["items"]] == ["nvidia-operator-validator"]
     assert jobs_by_check(cluster, namespace) == {("toolkit", gpu0): 1, ("cuda", gpu0): 1}
 
 

@@ -17,6 +17,8 @@ the annotation `sim.accelerators.gpu/hardware` (read by the simulator only, neve
         gpu: {product: NVIDIA-A100-SXM4-80GB, count: 8}   # a model of GPU_MODELS (memory, compute, MIG from there),
                                                         # or any product with memory, compute ("8.0"), mig_capable
         machine: PowerEdge-XE8545                       # the DMI product name GFD labels as nvidia.com/gpu.machine
+        host_driver: 570.172.08                 # a driver pre-installed on the host, in that version: the node is
+                                                # labelled nvidia.com/gpu.deploy.driver=pre-installed (no driver pod)
         os: {rhcos: 416.94.202405081406-0}      # or {ubuntu: "22.04"}, {rhel: "9.4"}
         kernel: 5.14.0-427.13.1.el9_4.x86_64     # optional: derived from the OS otherwise
         runtime: cri-o                          # or containerd
@@ -295,6 +297,8 @@ def expand_groups(fleet, prefix=""):
             hardware = {"gpu": gpu, "nfd_labels": shown_labels, "faults": faults, "rhcos": rhcos,
                         "kernel": kernel, "driver_build_seconds": group.get("driver_build_seconds", 0),
                         "machine": group.get("machine", DEFAULT_MACHINE)}
+            if group.get("host_driver"):
+                hardware["host_driver"] = str(group["host_driver"])
             # Simulated kernel reboots (kernel.py): how long the node is down, and when NFD relabels it after.
             hardware.update({key: group[key] for key in ("reboot_seconds", "nfd_lag_seconds") if key in group})
             # The kubelet registers the beta os/arch labels too; without them kube-controller-manager adds them a
@@ -306,6 +310,9 @@ def expand_groups(fleet, prefix=""):
                 labels["node.openshift.io/os_id"] = release["ID"]
             if fleet.get("name"):
                 labels[FLEET_LABEL] = fleet["name"]
+            if group.get("host_driver"):
+                # As an admin labels such a node for the GPU Operator: no driver container there.
+                labels["nvidia.com/gpu.deploy.driver"] = "pre-installed"
             if fleet.get("nfd", "prelabelled") == "prelabelled" and not faults.get("no_nfd_labels"):
                 labels.update(shown_labels)
             resources = {"cpu": str(group.get("cpu", 32)), "memory": group.get("memory", "256Gi"), "pods": "250"}

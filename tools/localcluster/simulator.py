@@ -4,7 +4,15 @@
   ImagePullBackOff; operand pods become Ready only when the operand they depend on is ready on
   their node (driver -> container toolkit -> device plugin / DCGM exporter), as the GPU Operator's
   init containers enforce; a driver pod built for another RHCOS version or kernel crash-loops.
-- GPU hardware: a node advertises `nvidia.com/gpu` only while its driver and device-plugin pods are Ready.
+- The files in /run/nvidia/validations (validations.py): per node, written by the init containers running NVIDIA's
+  validator (the toolkit's driver-validation, the validator DaemonSet's driver, toolkit, cuda and plugin checks),
+  emptied by a boot and by the validator pod's preStop, shown in the node annotation sim.accelerators.gpu/validations.
+  A pod whose init container waits for a file stays in Init while the file is missing on its node (or is not mounted);
+  a container waiting for one stays not Ready. The toolkit (and with CDI the device plugin) crash-loops unless its
+  driver root (from driver-ready when its entrypoint sources it, else its env, else /) is where the node's driver is:
+  / for a pre-installed driver (fleet `host_driver`), /run/nvidia/driver for a driver container.
+- GPU hardware: a node advertises `nvidia.com/gpu` only while its driver (a Ready driver pod, or the host's) and
+  device-plugin pods are Ready.
 - GPU feature discovery: a node carries GFD's labels (nvidia.com/gpu.product, gpu.memory, gpu.count, gpu.family,
   gpu.compute.*, cuda.driver.*, cuda.runtime.*, gpu.machine, mig.capable, mig.strategy under the single and mixed
   strategies, ...) only while a GFD pod is Ready on it, with values from the node's simulated GPUs (fleet.GPU_MODELS),
@@ -54,12 +62,13 @@ from . import mig
 from .kernel import KernelReboots
 from .mco import MachineConfigOperator
 from .stages import REBOOTING_ANNOTATION
+from . import validations
 
 LOG = logging.getLogger("simulator")
 COMPONENT = "app.kubernetes.io/component"
-DRIVER, TOOLKIT, DEVICE_PLUGIN, DCGM_EXPORTER, VALIDATION, NFD_WORKER, GFD = (
+DRIVER, TOOLKIT, DEVICE_PLUGIN, DCGM_EXPORTER, VALIDATION, NFD_WORKER, GFD, VALIDATOR = (
     "nvidia-driver", "nvidia-container-toolkit", "nvidia-device-plugin", "nvidia-dcgm-exporter",
-    "gpu-validation", "nfd-worker", "gpu-feature-discovery")
+    "gpu-validation", "nfd-worker", "gpu-feature-discovery", "nvidia-operator-validator")
 # What each operand waits for on its node before it can become Ready.
 DEPENDS_ON = {TOOLKIT: (DRIVER,), DEVICE_PLUGIN: (DRIVER, TOOLKIT), DCGM_EXPORTER: (DRIVER, TOOLKIT),
               GFD: (DRIVER, TOOLKIT), mig.MIG_MANAGER: (DRIVER, TOOLKIT)}
@@ -68,6 +77,7 @@ CUDA_OF_BRANCH = {"535": (12, 2), "550": (12, 4), "560": (12, 6), "565": (12, 7)
                   "580": (13, 0)}
 GPU = "nvidia.com/gpu"
 VALIDATION_CHECK_LABEL = "accelerators.gpu/validation"
+VALIDATIONS_ANNOTATION = "sim.accelerators.gpu/validations"
 RHCOS_IN_OS_IMAGE = re.compile(r"\d+\.\d+\.\d+-\d+")
 # Operators the simulated catalog offers: package -> (CSV name, operator Deployment name).
 CATALOG = {
@@ -224,6 +234,47 @@ def driver_problem(pod, node, hw):
     return None
 
 
+def validator_checks(node, ready):
+    """What each check of NVIDIA's validator finds on a node: {component: (why it fails or None, file content)}."""
+    hw = hardware(node)
+    host_driver = bool(hw.get("host_driver"))
+    fault = (hw.get("faults") or {}).get("validation_fails")
+    driver = host_driver or DRIVER in ready
+    # As the plugin check reads it: GPU resources in the node's capacity.
+    advertised = any(name.startswith(GPU) and str(value) not in ("0", "")
+                     for name, value in ((node.get("status") or {}).get("capacity") or {}).items())
+    return {
+        "driver": (None if driver else "no driver answers nvidia-smi (no Ready driver pod, no host driver)",
+                   validations.driver_ready_content(host_driver)),
+        "toolkit": (None if driver and TOOLKIT in ready else "nvidia-smi fails: the container toolkit is not ready", ""),
+        "cuda": ("the CUDA workload failed: %s (injected fault)" % fault if fault
+                 else None if driver and TOOLKIT in ready else "the CUDA workload cannot run: the toolkit is not ready",
+                 ""),
+        "plugin": ("the device plugin workload failed: %s (injected fault)" % fault if fault
+                   else None if advertised else "the node advertises no GPUs", ""),
+    }
+
+
+def container_problem(pod, node_name, hw, files):
+    """Why a started pod is not Ready by the contract of its images: (reason, message), or None."""
+    for container in pod["spec"]["containers"]:
+        missing = validations.missing_files(pod, container, files)
+        if missing:
+            return ("ContainersNotReady", "container %s waits on node %s for %s" % (
+                container["name"], node_name, ", ".join("%s/%s" % (validations.VALIDATIONS_DIR, name)
+                                                        for name in missing)))
+    kind = component(pod)
+    main = pod["spec"]["containers"][0]
+    # The toolkit configures the runtime from the driver root; the device plugin reads it for CDI specs.
+    if kind == TOOLKIT or (kind == DEVICE_PLUGIN and container_env(main, "CDI_ENABLED") == "true"):
+        actual = validations.driver_root(pod, main, files)
+        wanted = validations.node_driver_root(hw.get("host_driver"))
+        if actual != wanted:
+            return ("CrashLoopBackOff", "%s on node %s: no NVIDIA driver under driver root %s (the driver is at %s)"
+                    % (main["name"], node_name, actual, wanted))
+    return None
+
+
 def driver_version(image):
     """The driver version of a driver image: its tag up to the OS part (570.172.08-rhcos4.18); a precompiled image
     names only the branch (570-5.15.0-100-generic-ubuntu22.04), which stands for <branch>.0.0."""
@@ -349,6 +400,10 @@ class Simulator:
         self.mig_layouts = {}  # node name -> the MIG layout its GPUs have (mig.gpu_layouts), when MIG was applied
         self.mig_decided = {}  # node name -> (layout asked, final state written): nothing more to do for it
         self.written = {}  # pod uid -> the (state, reason, message) last written
+        self.initialized = set()  # uids of pods whose init containers completed since their node booted
+        self.files = {}  # node name -> {file name in /run/nvidia/validations: content}
+        self.files_boot = {}  # node name -> the bootID its files were written in
+        self.validators = {}  # node name -> uids of the validator pods on it
         self.reconciled = set()  # (uid, generation) of operator resources already acted on
         self.mco = None
         self.kernel_reboots = KernelReboots(self)
@@ -380,6 +435,7 @@ class Simulator:
                         if event["type"] == "DELETED":
                             store.pop(key, None)
                             self.written.pop(obj["metadata"].get("uid"), None)
+                            self.initialized.discard(obj["metadata"].get("uid"))
                         else:
                             store[key] = obj
                         self.events.put((event["type"], name, obj))
@@ -487,11 +543,15 @@ class Simulator:
         if (node["metadata"].get("annotations") or {}).get(REBOOTING_ANNOTATION):
             return  # the kubelet is down: nothing it runs is reported until the node is back
         clock = time.time()
-        # Operands in dependency order, so that one pass settles a node.
-        order = {DRIVER: 0, TOOLKIT: 1, DEVICE_PLUGIN: 2, DCGM_EXPORTER: 2, GFD: 2, mig.MIG_MANAGER: 2}
+        # Operands in dependency order, so that one pass settles a node (the validator's last check, plugin, passes
+        # on the next one).
+        order = {DRIVER: 0, TOOLKIT: 1, VALIDATOR: 1.5, DEVICE_PLUGIN: 2, DCGM_EXPORTER: 2, GFD: 2, mig.MIG_MANAGER: 2}
         pods.sort(key=lambda p: order.get(component(p), 3))
-        ready = set()
+        hw = hardware(node)
+        # A pre-installed driver is there from the start.
+        ready = {DRIVER} if hw.get("host_driver") else set()
         boot = ((node.get("status") or {}).get("nodeInfo") or {}).get("bootID")
+        files = self.validation_files(node_name, boot, pods)
         # Pods can hold modules only if a driver loaded them since the node booted.
         holders = [pod for pod in pods if holds_gpus(pod)] if self.modules_loaded.get(node_name) == boot else []
         for pod in pods:
@@ -500,6 +560,18 @@ class Simulator:
             uid = pod["metadata"]["uid"]
             state, reason, message, retry_at = outcome(pod, node, ready, self.registry, clock, holders,
                                                        loaded=uid in self.drivers_loaded)
+            if state in ("ready", "waiting") and uid not in self.initialized:
+                # The kubelet runs the init containers once a pod starts (again after a boot).
+                writes, problem = validations.run_init_containers(pod, node_name, files, validator_checks(node, ready))
+                files.update(writes)
+                if problem:
+                    state, reason, message, retry_at = "pending", "PodInitializing", problem, None
+                else:
+                    self.initialized.add(uid)
+            if state == "ready":
+                problem = container_problem(pod, node_name, hw, files)
+                if problem:
+                    state, (reason, message) = "waiting", problem
             if state == "ready" and component(pod) == DRIVER:
                 self.drivers_loaded.add(uid)
                 self.modules_loaded[node_name] = boot
@@ -519,6 +591,27 @@ class Simulator:
         self.reconcile_mig(node, ready, pods)
         self.reconcile_node_status(node, ready, pods)
         self.reconcile_gfd_labels(node, ready, pods)
+        self.publish_validation_files(node, files)
+
+    def validation_files(self, node_name, boot, pods):
+        """The node's /run/nvidia/validations: emptied by a boot (whose pods then run their init containers again)
+        and by the preStop hook of a validator pod that went."""
+        files = self.files.setdefault(node_name, {})
+        if self.files_boot.get(node_name) != boot:
+            self.files_boot[node_name] = boot
+            files.clear()
+            self.initialized.difference_update(pod["metadata"]["uid"] for pod in pods)
+        validators = {pod["metadata"]["uid"] for pod in pods if component(pod) == VALIDATOR}
+        if self.validators.get(node_name, set()) - validators:
+            for name in [name for name in files if name.endswith("-ready")]:
+                del files[name]
+        self.validators[node_name] = validators
+        return files
+
+    def publish_validation_files(self, node, files):
+        shown = json.dumps(files, sort_keys=True)
+        if (node["metadata"].get("annotations") or {}).get(VALIDATIONS_ANNOTATION, "{}") != shown:
+            self.core.patch_node(node["metadata"]["name"], {"metadata": {"annotations": {VALIDATIONS_ANNOTATION: shown}}})
 
     def ready_pod(self, pods, kind):
         return next((p for p in pods if component(p) == kind and self.written.get(p["metadata"]["uid"], [""])[0]
@@ -558,8 +651,10 @@ class Simulator:
                        == "ready")
             drivers = [p for p in pods if component(p) == DRIVER and self.written.get(p["metadata"]["uid"], [""])[0]
                        == "ready"]
-            image = drivers[0]["spec"]["containers"][0]["image"] if drivers else ""
-            wanted = gfd_node_labels(hardware(node), driver_version(image),
+            hw = hardware(node)
+            version = driver_version(drivers[0]["spec"]["containers"][0]["image"]) if drivers \
+                else hw.get("host_driver") or driver_version("")
+            wanted = gfd_node_labels(hw, version,
                                      container_env(gfd["spec"]["containers"][0], "MIG_STRATEGY") or "none",
                                      labels.get("nvidia.com/gfd.timestamp") or str(int(time.time())))
         patch = {key: value for key, value in wanted.items() if labels.get(key) != value}
