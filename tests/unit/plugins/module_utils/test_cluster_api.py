@@ -18,8 +18,13 @@ NOT_FOUND_OBJECT = {'kind': 'Status', 'status': 'Failure', 'reason': 'NotFound',
 
 
 class Response:
+    """Stands for urllib3's response: data decoded, tell() the bytes as received (here: not compressed)."""
+
     def __init__(self, body):
         self.data = json.dumps(body).encode()
+
+    def tell(self):
+        return len(self.data)
 
 
 class DynamicClient:
@@ -47,6 +52,10 @@ class DynamicClient:
 class Module:
     def __init__(self, check_mode=False):
         self.check_mode = check_mode
+        self.warnings = []
+
+    def warn(self, message):
+        self.warnings.append(message)
 
 
 def make_api(monkeypatch, client, check_mode=False):

@@ -66,7 +66,7 @@ class NodeReads:
     def __init__(self, *looks):
         self.looks = list(looks)
 
-    def nodes(self, names, selector):
+    def nodes(self, names, selector, labels_only=False):
         return self.looks.pop(0) if len(self.looks) > 1 else self.looks[0]
 
     def warning_events(self):
