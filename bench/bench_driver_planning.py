@@ -13,6 +13,7 @@ size in turn, and a table of how wall time, peak memory and bytes per node grow.
 
 import argparse
 import concurrent.futures
+import contextlib
 import json
 import os
 import resource
@@ -43,33 +44,49 @@ def fleet_spec(nodes):
     return {"name": "bench", "openshift": {"version": "4.21.3"}, "nodes": groups}
 
 
-def create_nodes(client, spec, workers=8):
-    """Creates the fleet's nodes concurrently and waits (one paginated list a poll) until kwok made them Ready."""
+def prepare_cluster(client, spec):
+    """What the modules read beside the nodes: the DTK image stream, the cluster version, the operand namespace."""
     core = kubernetes.client.CoreV1Api(client)
     core.create_namespace({"metadata": {"name": fleet.DTK_STREAM[0]}})
     fleet.ensure_dtk_tags(client, [{"name": v, "from": {"kind": "DockerImage", "name": fleet.dtk_image(v)}}
                                    for v in fleet.rhcos_versions(spec)])
     fleet.ensure_cluster_version(client, spec["openshift"]["version"])
+    core.create_namespace({"metadata": {"name": NAMESPACE}})
+
+
+def ready_nodes(client):
+    """How many nodes are Ready: the Status cells of a Node Table (no objects), page by page."""
+    ready, token = 0, None
+    while True:
+        query = [("limit", 2000), ("includeObject", "None")] + ([("continue", token)] if token else [])
+        response = client.call_api("/api/v1/nodes", "GET", query_params=query, auth_settings=["BearerToken"],
+                                   header_params={"Accept": "application/json;as=Table;g=meta.k8s.io;v=v1"},
+                                   _preload_content=False, response_type="object")[0]
+        table = json.loads(response.data)
+        ready += sum(1 for row in table.get("rows") or [] if row["cells"][1].split(",")[0] == "Ready")
+        token = (table.get("metadata") or {}).get("continue")
+        if not token:
+            return ready
+
+
+def create_nodes(client, spec, existing=(), workers=8):
+    """Creates the fleet's nodes but those named in existing, concurrently, and waits until kwok made every node of
+    the fleet Ready. Returns the fleet's node names."""
+    core = kubernetes.client.CoreV1Api(client)
+    nodes = fleet.expand_groups(spec)
     bodies = [{"apiVersion": "v1", "kind": "Node",
                "metadata": {"name": n["name"], "labels": n["labels"], "annotations": n["annotations"]},
-               "status": n["status"]} for n in fleet.expand_groups(spec)]
+               "status": n["status"]} for n in nodes if n["name"] not in existing]
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
         list(pool.map(core.create_node, bodies))
     # kwok initialises a few hundred nodes a minute on two busy cores.
     deadline = time.monotonic() + READY_TIMEOUT
     while time.monotonic() < deadline:
-        ready, token = 0, None
-        while True:
-            page = core.list_node(limit=1000, _continue=token)
-            ready += sum(1 for n in page.items if any(c.type == "Ready" and c.status == "True"
-                                                      for c in n.status.conditions or []))
-            token = page.metadata._continue
-            if not token:
-                break
-        if ready >= len(bodies):
-            return len(bodies)
-        time.sleep(2)
-    raise RuntimeError("only %d of %d nodes Ready after %d s" % (ready, len(bodies), READY_TIMEOUT))
+        ready = ready_nodes(client)
+        if ready >= len(nodes):
+            return set(n["name"] for n in nodes)
+        time.sleep(5)
+    raise RuntimeError("only %d of %d nodes Ready after %d s" % (ready, len(nodes), READY_TIMEOUT))
 
 
 def run_module(name, args_file):
@@ -91,7 +108,16 @@ def run_module(name, args_file):
                       "rss": usage.ru_maxrss / 1024}))
 
 
-def measure_module(name, args, env):
+def process_cpu_seconds(pid):
+    """User and system CPU seconds a process has used so far (/proc/<pid>/stat utime and stime)."""
+    fields = Path("/proc/%d/stat" % pid).read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure_module(name, args, env, server_pid):
+    """run_module() in a fresh interpreter, with the CPU seconds the API server spent meanwhile ("server_cpu": its
+    answers, and whatever else it served at the time)."""
+    server_cpu = process_cpu_seconds(server_pid)
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         json.dump({"ANSIBLE_MODULE_ARGS": args}, handle)
     try:
@@ -100,7 +126,7 @@ def measure_module(name, args, env):
         out = subprocess.run([sys.executable, "-c", code], env=env, check=True, stdout=subprocess.PIPE).stdout
     finally:
         os.unlink(handle.name)
-    return json.loads(out)
+    return dict(json.loads(out), server_cpu=process_cpu_seconds(server_pid) - server_cpu)
 
 
 def run_playbook(playbook, env):
@@ -116,31 +142,31 @@ def run_playbook(playbook, env):
     return seconds, changed[-1].split(":", 1)[1].split() if changed else []
 
 
-def measure_modules(count, env):
+def measure_modules(count, env, server_pid):
     """[(run, measure_module() answer)]: each module as its own process on the fleet."""
     rows = []
-    facts = measure_module("nfd_labels", {}, env)
+    facts = measure_module("nfd_labels", {}, env, server_pid)
     rows.append(("nfd_labels", facts))
-    labelled = measure_module("nfd_labels", {"return_labels": True}, env)
+    labelled = measure_module("nfd_labels", {"return_labels": True}, env, server_pid)
     rows.append(("nfd_labels return_labels", labelled))
     nodes = labelled["result"]["nodes"]
-    dtk = measure_module("dtk_image_lookup", {"versions": facts["result"]["rhcos_versions"]}, env)
+    dtk = measure_module("dtk_image_lookup", {"versions": facts["result"]["rhcos_versions"]}, env, server_pid)
     rows.append(("dtk_image_lookup", dtk))
     common = {"namespace": NAMESPACE, "mode": "rhcos", "driver": DRIVER, "dtk_images": dtk["result"]["images"]}
     rows.append(("driver_daemonsets plan_only (lists nodes itself)", measure_module(
-        "driver_daemonsets", dict(common, plan_only=True), env)))
+        "driver_daemonsets", dict(common, plan_only=True), env, server_pid)))
     rows.append(("driver_daemonsets plan_only (nodes given)", measure_module(
-        "driver_daemonsets", dict(common, plan_only=True, nodes=nodes), env)))
-    rows.append(("driver_daemonsets apply (first)", measure_module("driver_daemonsets", common, env)))
-    rows.append(("driver_daemonsets apply (no-op)", measure_module("driver_daemonsets", common, env)))
+        "driver_daemonsets", dict(common, plan_only=True, nodes=nodes), env, server_pid)))
+    rows.append(("driver_daemonsets apply (first)", measure_module("driver_daemonsets", common, env, server_pid)))
+    rows.append(("driver_daemonsets apply (no-op)", measure_module("driver_daemonsets", common, env, server_pid)))
     print("\nmodule process (%d nodes, %d RHCOS versions); KB/node: bytes of the API answers per node, as received "
           "(gzip where the API server compressed) and as JSON" % (count, len(VERSIONS)))
-    print("%-50s %8s %8s %9s %9s %8s %8s  %s" % ("run", "seconds", "CPU s", "peak MiB", "result MB", "KB/node",
-                                                 "JSON KB", "API requests"))
+    print("%-50s %8s %8s %9s %9s %9s %8s %8s  %s" % ("run", "seconds", "CPU s", "server s", "peak MiB", "result MB",
+                                                      "KB/node", "JSON KB", "API requests"))
     for name, row in rows:
         read = row["result"]["api_response_bytes"]
-        print("%-50s %8.2f %8.2f %9.0f %9.1f %8.2f %8.2f  %s" % (
-            name, row["seconds"], row["cpu"], row["rss"], len(json.dumps(row["result"])) / 1e6,
+        print("%-50s %8.2f %8.2f %9.2f %9.0f %9.1f %8.2f %8.2f  %s" % (
+            name, row["seconds"], row["cpu"], row["server_cpu"], row["rss"], len(json.dumps(row["result"])) / 1e6,
             read["wire"] / 1e3 / count, read["json"] / 1e3 / count,
             json.dumps(row["result"].get("api_requests"), sort_keys=True)))
     return rows
@@ -179,66 +205,76 @@ def compare_playbooks(client, count, env, plane):
     print("ansible-playbook accelerators.gpu.status: %.1f s (%d GPU nodes, no GPU stack deployed)" % (seconds, count))
 
 
-def measure_fleet(nodes, state, playbooks):
-    """Start a cluster with nodes GPU nodes and measure; returns (node count, full Node KB, module rows)."""
+@contextlib.contextmanager
+def bench_cluster(state):
+    """(control plane, API client, environment of the module and playbook runs) of a new local cluster."""
     plane = controlplane.ControlPlane(state)
     plane.down(quiet=True)
     # Heartbeats of thousands of nodes would load two cores; the benchmark measures the modules, not kwok.
     info = plane.up("openshift", heartbeat_seconds=900)
+    print("cluster up in %.1fs" % info["startup_seconds"])
     try:
         client = kubernetes.config.new_client_from_config(config_file=str(plane.kubeconfig))
-        spec = fleet_spec(nodes)
-        started = time.monotonic()
-        count = create_nodes(client, spec)
-        print("cluster up in %.1fs; %d nodes created and Ready in %.1fs" % (
-            info["startup_seconds"], count, time.monotonic() - started))
-        print(report.node_size_line(client))
-        full_kb = report.node_sizes(client)[1] / 1e3
-        kubernetes.client.CoreV1Api(client).create_namespace({"metadata": {"name": NAMESPACE}})
+        prepare_cluster(client, fleet_spec(0))
         env = dict(os.environ, K8S_AUTH_KUBECONFIG=str(plane.kubeconfig),
                    ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".build" / "collections"),
                    PYTHONPATH=os.pathsep.join([str(ROOT / ".build" / "collections"), os.environ.get("PYTHONPATH", "")]),
                    ANSIBLE_PYTHON_INTERPRETER=sys.executable, ANSIBLE_LOCALHOST_WARNING="false",
                    ANSIBLE_INVENTORY_UNPARSED_WARNING="false", ANSIBLE_NOCOLOR="true")
-        rows = measure_modules(count, env)
-        if playbooks:
-            compare_playbooks(client, count, env, plane)
-        return count, full_kb, rows
+        yield plane, client, env
     finally:
         plane.down()
+
+
+def grow_fleet(client, nodes, existing):
+    """Creates the nodes of a fleet of that size not in existing; returns (its node names, full Node KB)."""
+    started = time.monotonic()
+    names = create_nodes(client, fleet_spec(nodes), existing)
+    print("\n%d nodes Ready, %d created in %.1fs" % (len(names), len(names - set(existing)), time.monotonic() - started))
+    print(report.node_size_line(client))
+    print("load average: %.2f %.2f %.2f" % os.getloadavg())
+    return names, report.node_sizes(client)[1] / 1e3
 
 
 SCALE_RUNS = ("nfd_labels", "driver_daemonsets plan_only (lists nodes itself)", "driver_daemonsets apply (no-op)")
 
 
 def print_scale_table(measured):
-    """Wall time, peak memory and bytes read per node of the module runs that list nodes, per fleet size."""
-    print("\nscale: module process per fleet size (KB/node as received; full Node: the plain list's JSON)")
-    print("%-50s %7s %8s %9s %8s %10s" % ("run", "nodes", "seconds", "peak MiB", "KB/node", "full Node"))
+    """Wall time, CPU (the module's, the API server's), peak memory and bytes read per node of the module runs that
+    list nodes, per fleet size."""
+    print("\nscale: module process per fleet size (KB/node as received; full Node: the plain list's JSON per node)")
+    print("%-50s %7s %8s %8s %9s %9s %8s %10s" % ("run", "nodes", "seconds", "CPU s", "server s", "peak MiB",
+                                                 "KB/node", "full Node"))
     for name in SCALE_RUNS:
         for count, full_kb, rows in measured:
             row = dict(rows)[name]
-            print("%-50s %7d %8.2f %9.0f %8.2f %8.1f KB" % (
-                name, count, row["seconds"], row["rss"], row["result"]["api_response_bytes"]["wire"] / 1e3 / count,
-                full_kb))
+            print("%-50s %7d %8.2f %8.2f %9.2f %9.0f %8.2f %7.1f KB" % (
+                name, count, row["seconds"], row["cpu"], row["server_cpu"], row["rss"],
+                row["result"]["api_response_bytes"]["wire"] / 1e3 / count, full_kb))
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=int(os.environ.get("BENCH_NODES", 5000)))
     parser.add_argument("--scale", default=os.environ.get("BENCH_SCALE", ""),
-                        help="fleet sizes, comma-separated: module runs only, on each, then a table of how cost grows")
+                        help="fleet sizes, comma-separated: the fleet grows to each in turn, module runs only")
     parser.add_argument("--state", default=str(ROOT / ".build" / "bench-cluster"))
     args = parser.parse_args()
     print("load average before: %.2f %.2f %.2f" % os.getloadavg())
-    if args.scale:
-        measured = []
-        for nodes in (int(size) for size in args.scale.split(",")):
-            measured.append(measure_fleet(nodes, args.state, playbooks=False))
-            print("load average: %.2f %.2f %.2f" % os.getloadavg())
-        print_scale_table(measured)
-    else:
-        measure_fleet(args.nodes, args.state, playbooks=True)
+    with bench_cluster(args.state) as (plane, client, env):
+        server_pid = plane.info()["pids"]["kube-apiserver"]
+        if args.scale:
+            measured, names = [], set()
+            for nodes in sorted(int(size) for size in args.scale.split(",")):
+                names, full_kb = grow_fleet(client, nodes, names)
+                # Each size's first apply creates the DaemonSets.
+                kubernetes.client.AppsV1Api(client).delete_collection_namespaced_daemon_set(NAMESPACE)
+                measured.append((len(names), full_kb, measure_modules(len(names), env, server_pid)))
+            print_scale_table(measured)
+        else:
+            names = grow_fleet(client, args.nodes, ())[0]
+            measure_modules(len(names), env, server_pid)
+            compare_playbooks(client, len(names), env, plane)
     print("load average after: %.2f %.2f %.2f" % os.getloadavg())
 
 

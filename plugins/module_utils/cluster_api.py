@@ -31,6 +31,9 @@ from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions imp
 
 FIELD_MANAGER = 'accelerators.gpu'
 DEFAULT_PAGE_SIZE = 500
+# Full Nodes of a busy cluster are 10-40 KB of JSON each, several times that once decoded: pages of 100 keep the
+# memory of a module reading thousands flat.
+FULL_NODE_PAGE_SIZE = 100
 NODES = '/api/v1/nodes'
 PODS = '/api/v1/pods'
 DAEMONSETS = '/apis/apps/v1/namespaces/%s/daemonsets'
@@ -270,11 +273,13 @@ class ClusterAPI:
             if not token:
                 return
 
-    def list_nodes(self, label_selector=None, page_size=DEFAULT_PAGE_SIZE, view=NODE_FULL):
+    def list_nodes(self, label_selector=None, page_size=None, view=NODE_FULL):
         """Nodes, optionally label-selected, as a generator over paginated lists, in view: NODE_FULL (whole Node
         dicts), NODE_METADATA (metadata only) or NODE_INFO (metadata, the status.nodeInfo fields osImage,
-        kernelVersion, containerRuntimeVersion and the Ready condition, from a Table: see node_from_table_row)."""
-        return self._list(NODES, label_selector, page_size, view=view)
+        kernelVersion, containerRuntimeVersion and the Ready condition, from a Table: see node_from_table_row).
+        page_size: nodes per request, by default FULL_NODE_PAGE_SIZE for full Nodes, else DEFAULT_PAGE_SIZE."""
+        return self._list(NODES, label_selector, page_size or (FULL_NODE_PAGE_SIZE if view == NODE_FULL
+                                                               else DEFAULT_PAGE_SIZE), view=view)
 
     def read_node(self, name):
         return self._request('GET', '%s/%s' % (NODES, name))
