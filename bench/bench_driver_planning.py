@@ -161,8 +161,8 @@ def measure_modules(count, env, server_pid):
     rows.append(("driver_daemonsets apply (no-op)", measure_module("driver_daemonsets", common, env, server_pid)))
     print("\nmodule process (%d nodes, %d RHCOS versions); KB/node: bytes of the API answers per node, as received "
           "(gzip where the API server compressed) and as JSON" % (count, len(VERSIONS)))
-    print("%-50s %8s %8s %9s %9s %9s %8s %8s  %s" % ("run", "seconds", "CPU s", "server s", "peak MiB", "result MB",
-                                                      "KB/node", "JSON KB", "API requests"))
+    print("%-50s %8s %8s %9s %9s %9s %8s %8s  %s" % (
+        "run", "seconds", "CPU s", "server s", "peak MiB", "result MB", "KB/node", "JSON KB", "API requests"))
     for name, row in rows:
         read = row["result"]["api_response_bytes"]
         print("%-50s %8.2f %8.2f %9.2f %9.0f %9.1f %8.2f %8.2f  %s" % (
@@ -196,8 +196,9 @@ def compare_playbooks(client, count, env, plane):
     print("\nansible-playbook wall time (seconds); requests and bytes of the no-op run, counted by a proxy")
     print("%-6s %10s %10s %9s  %-30s %s" % ("", "first run", "no-op run", "KB/node", "no-op requests", "no-op recap"))
     for label, (first, again, (requests, body_bytes)) in results.items():
-        print("%-6s %10.1f %10.1f %9.2f  %-30s %s" % (label, first[0], again[0], body_bytes / 1e3 / count,
-                                                   json.dumps(requests, sort_keys=True), " ".join(again[1])))
+        print("%-6s %10.1f %10.1f %9.2f  %-30s %s" % (
+            label, first[0], again[0], body_bytes / 1e3 / count, json.dumps(requests, sort_keys=True),
+            " ".join(again[1])))
     print("peer/ours: first run %.1fx, no-op run %.1fx, no-op bytes %.1fx" % (
         results["peer"][0][0] / results["ours"][0][0], results["peer"][1][0] / results["ours"][1][0],
         results["peer"][2][1] / results["ours"][2][1]))
@@ -243,8 +244,8 @@ def print_scale_table(measured):
     """Wall time, CPU (the module's, the API server's), peak memory and bytes read per node of the module runs that
     list nodes, per fleet size."""
     print("\nscale: module process per fleet size (KB/node as received; full Node: the plain list's JSON per node)")
-    print("%-50s %7s %8s %8s %9s %9s %8s %10s" % ("run", "nodes", "seconds", "CPU s", "server s", "peak MiB",
-                                                 "KB/node", "full Node"))
+    print("%-50s %7s %8s %8s %9s %9s %8s %10s" % (
+        "run", "nodes", "seconds", "CPU s", "server s", "peak MiB", "KB/node", "full Node"))
     for name in SCALE_RUNS:
         for count, full_kb, rows in measured:
             row = dict(rows)[name]

@@ -98,11 +98,12 @@ def _count_requests(api_client):
         return
     send = api_client.request
 
-    def request(self, method, url, query_params=None, headers=None, *args, **kwargs):
+    def request(self, method, url, *args, **kwargs):
         _REQUEST_COUNTS[method.upper()] += 1
-        headers = dict(headers or {})
-        headers.setdefault('Accept-Encoding', 'gzip')
-        return send(self, method, url, query_params, headers, *args, **kwargs)
+        # ApiClient.call_api passes the headers by keyword.
+        kwargs['headers'] = dict(kwargs.get('headers') or {})
+        kwargs['headers'].setdefault('Accept-Encoding', 'gzip')
+        return send(self, method, url, *args, **kwargs)
 
     request.counts_requests = True
     api_client.request = request
@@ -132,7 +133,7 @@ def node_from_table_row(row, columns):
     if info:
         node['status']['nodeInfo'] = info
     # The Status cell: Ready, NotReady or Unknown (no Ready condition), then ',SchedulingDisabled' when cordoned.
-    ready = str(cells.get('Status') or '').split(',')[0]
+    ready = str(cells.get('Status') or '').split(',', 1)[0]
     if ready in ('Ready', 'NotReady'):
         node['status']['conditions'] = [{'type': 'Ready', 'status': 'True' if ready == 'Ready' else 'False'}]
     return node
@@ -266,8 +267,8 @@ class ClusterAPI:
             if not in_view and view not in self._warned_full_views:
                 self._warned_full_views.add(view)
                 self._module.warn('the API server answered GET %s with full objects (%s), not the %s view asked for '
-                           '(Accept: %s): reading full objects, more data, the same result'
-                           % (path, page.get('kind'), view, _VIEWS[view][0]))
+                                  '(Accept: %s): reading full objects, more data, the same result'
+                                  % (path, page.get('kind'), view, _VIEWS[view][0]))
             yield from items
             token = (page.get('metadata') or {}).get('continue')
             if not token:

@@ -152,8 +152,8 @@ def _plan(module, api):
     params = module.params
     if params['nodes'] is None:
         # The plan reads labels and status.nodeInfo only: NODE_INFO carries them, a small part of each Node.
-        facts_list = [node_facts(node) for node in api.list_nodes(params['label_selector'], params['page_size'],
-                                                                   view=NODE_INFO)]
+        nodes = api.list_nodes(params['label_selector'], params['page_size'], view=NODE_INFO)
+        facts_list = [node_facts(node) for node in nodes]
     else:
         facts_list = given_node_facts(params['nodes'])
     if params['dtk_images'] is None:

@@ -36,7 +36,7 @@ options:
     description:
       - Nodes per list request; the nodes are read in pages of this size.
       - The module reads whole Nodes (their taints and allocatable resources are in no smaller view the API server
-        offers), 10-40 KB of JSON each on a busy cluster: small pages keep its memory flat.
+        offers), 10-40 KB of JSON each on a busy cluster; small pages keep its memory flat.
     type: int
     default: 100
   wait:
