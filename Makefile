@@ -57,7 +57,7 @@ demo: deps collection ## start the simulated OpenShift cluster with a mixed flee
 
 bench: bench-modules bench-deploy bench-upgrade ## the benchmarks below
 
-bench-modules: deps collection ## module speed and memory on BENCH_NODES (5000) simulated nodes, beside the kubernetes.core peer
+bench-modules: deps collection ## module speed, memory and bytes read on BENCH_NODES (5000) simulated nodes, beside the kubernetes.core peer; BENCH_SCALE=1000,5000,10000: modules only, per size
 	python bench/bench_driver_planning.py
 
 bench-deploy: deps collection ## deploy playbook on 100 GPU nodes, first and no-op runs, beside a kubernetes.core-only peer

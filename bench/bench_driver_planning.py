@@ -3,13 +3,17 @@
 Starts its own local cluster (heartbeats slowed), creates N nodes on 4 RHCOS versions and 2 kernels, then measures:
 - each module run as its own process (what Ansible would execute, without Ansible's start-up): wall time,
   peak RSS and the API requests by verb the module counted at its client;
+  the bytes of the API answers per node, as received and as JSON (the module's api_response_bytes);
 - the whole job through ansible-playbook, ours (bench/ours_driver_daemonsets.yml) and the peer's
-  (bench/peer_driver_daemonsets.yml), first run and no-op re-run.
-Run: make bench  (BENCH_NODES=5000 by default)
+  (bench/peer_driver_daemonsets.yml), first run and no-op re-run, then each no-op again through a counting proxy
+  (bench/counting_proxy.py: requests by verb and bytes, the same way for both); then accelerators.gpu.status.
+Run: make bench  (BENCH_NODES=5000 by default); BENCH_SCALE=1000,5000,10000: the module runs only, on each fleet
+size in turn, and a table of how wall time, peak memory and bytes per node grow.
 """
 
 import argparse
 import concurrent.futures
+import contextlib
 import json
 import os
 import resource
@@ -24,11 +28,13 @@ import kubernetes
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 from localcluster import controlplane, fleet, report  # noqa: E402  (tools/ is not a package on the path by default)
+import counting_proxy  # noqa: E402  (beside this file)
 
 MODULES = ROOT / ".build" / "collections" / "ansible_collections" / "accelerators" / "gpu" / "plugins" / "modules"
 VERSIONS = ["416.94.202405081406-0", "418.94.202509100653-0", "9.6.20260217-1", "9.6.20260303-1"]
 NAMESPACE = "nvidia-gpu-operator"
 READY_TIMEOUT = 1800
+DRIVER = {"repository": "example.test/nvidia", "version": "550.90.07"}
 
 
 def fleet_spec(nodes):
@@ -38,33 +44,49 @@ def fleet_spec(nodes):
     return {"name": "bench", "openshift": {"version": "4.21.3"}, "nodes": groups}
 
 
-def create_nodes(client, spec, workers=8):
-    """Creates the fleet's nodes concurrently and waits (one paginated list a poll) until kwok made them Ready."""
+def prepare_cluster(client, spec):
+    """What the modules read beside the nodes: the DTK image stream, the cluster version, the operand namespace."""
     core = kubernetes.client.CoreV1Api(client)
     core.create_namespace({"metadata": {"name": fleet.DTK_STREAM[0]}})
     fleet.ensure_dtk_tags(client, [{"name": v, "from": {"kind": "DockerImage", "name": fleet.dtk_image(v)}}
                                    for v in fleet.rhcos_versions(spec)])
     fleet.ensure_cluster_version(client, spec["openshift"]["version"])
+    core.create_namespace({"metadata": {"name": NAMESPACE}})
+
+
+def ready_nodes(client):
+    """How many nodes are Ready: the Status cells of a Node Table (no objects), page by page."""
+    ready, token = 0, None
+    while True:
+        query = [("limit", 2000), ("includeObject", "None")] + ([("continue", token)] if token else [])
+        response = client.call_api("/api/v1/nodes", "GET", query_params=query, auth_settings=["BearerToken"],
+                                   header_params={"Accept": "application/json;as=Table;g=meta.k8s.io;v=v1"},
+                                   _preload_content=False, response_type="object")[0]
+        table = json.loads(response.data)
+        ready += sum(1 for row in table.get("rows") or [] if row["cells"][1].split(",")[0] == "Ready")
+        token = (table.get("metadata") or {}).get("continue")
+        if not token:
+            return ready
+
+
+def create_nodes(client, spec, existing=(), workers=8):
+    """Creates the fleet's nodes but those named in existing, concurrently, and waits until kwok made every node of
+    the fleet Ready. Returns the fleet's node names."""
+    core = kubernetes.client.CoreV1Api(client)
+    nodes = fleet.expand_groups(spec)
     bodies = [{"apiVersion": "v1", "kind": "Node",
                "metadata": {"name": n["name"], "labels": n["labels"], "annotations": n["annotations"]},
-               "status": n["status"]} for n in fleet.expand_groups(spec)]
+               "status": n["status"]} for n in nodes if n["name"] not in existing]
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
         list(pool.map(core.create_node, bodies))
     # kwok initialises a few hundred nodes a minute on two busy cores.
     deadline = time.monotonic() + READY_TIMEOUT
     while time.monotonic() < deadline:
-        ready, token = 0, None
-        while True:
-            page = core.list_node(limit=1000, _continue=token)
-            ready += sum(1 for n in page.items if any(c.type == "Ready" and c.status == "True"
-                                                      for c in n.status.conditions or []))
-            token = page.metadata._continue
-            if not token:
-                break
-        if ready >= len(bodies):
-            return len(bodies)
-        time.sleep(2)
-    raise RuntimeError("only %d of %d nodes Ready after %d s" % (ready, len(bodies), READY_TIMEOUT))
+        ready = ready_nodes(client)
+        if ready >= len(nodes):
+            return set(n["name"] for n in nodes)
+        time.sleep(5)
+    raise RuntimeError("only %d of %d nodes Ready after %d s" % (ready, len(nodes), READY_TIMEOUT))
 
 
 def run_module(name, args_file):
@@ -86,7 +108,16 @@ def run_module(name, args_file):
                       "rss": usage.ru_maxrss / 1024}))
 
 
-def measure_module(name, args, env):
+def process_cpu_seconds(pid):
+    """User and system CPU seconds a process has used so far (/proc/<pid>/stat utime and stime)."""
+    fields = Path("/proc/%d/stat" % pid).read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure_module(name, args, env, server_pid):
+    """run_module() in a fresh interpreter, with the CPU seconds the API server spent meanwhile ("server_cpu": its
+    answers, and whatever else it served at the time)."""
+    server_cpu = process_cpu_seconds(server_pid)
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         json.dump({"ANSIBLE_MODULE_ARGS": args}, handle)
     try:
@@ -95,86 +126,157 @@ def measure_module(name, args, env):
         out = subprocess.run([sys.executable, "-c", code], env=env, check=True, stdout=subprocess.PIPE).stdout
     finally:
         os.unlink(handle.name)
-    return json.loads(out)
+    return dict(json.loads(out), server_cpu=process_cpu_seconds(server_pid) - server_cpu)
 
 
-def run_playbook(path, env):
+def run_playbook(playbook, env):
+    """(wall seconds, the no-op recap's counters) of ansible-playbook on a playbook file or name."""
     started = time.monotonic()
     process = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",
-                              str(path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              str(playbook)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                              check=False)
     seconds = time.monotonic() - started
     if process.returncode:
-        raise RuntimeError("%s failed:\n%s" % (path.name, process.stdout[-3000:]))
+        raise RuntimeError("%s failed:\n%s" % (playbook, process.stdout[-3000:]))
     changed = [line for line in process.stdout.splitlines() if line.startswith("localhost")]
     return seconds, changed[-1].split(":", 1)[1].split() if changed else []
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=int(os.environ.get("BENCH_NODES", 5000)))
-    parser.add_argument("--state", default=str(ROOT / ".build" / "bench-cluster"))
-    args = parser.parse_args()
-    plane = controlplane.ControlPlane(args.state)
+def measure_modules(count, env, server_pid):
+    """[(run, measure_module() answer)]: each module as its own process on the fleet."""
+    rows = []
+    facts = measure_module("nfd_labels", {}, env, server_pid)
+    rows.append(("nfd_labels", facts))
+    labelled = measure_module("nfd_labels", {"return_labels": True}, env, server_pid)
+    rows.append(("nfd_labels return_labels", labelled))
+    nodes = labelled["result"]["nodes"]
+    dtk = measure_module("dtk_image_lookup", {"versions": facts["result"]["rhcos_versions"]}, env, server_pid)
+    rows.append(("dtk_image_lookup", dtk))
+    common = {"namespace": NAMESPACE, "mode": "rhcos", "driver": DRIVER, "dtk_images": dtk["result"]["images"]}
+    rows.append(("driver_daemonsets plan_only (lists nodes itself)", measure_module(
+        "driver_daemonsets", dict(common, plan_only=True), env, server_pid)))
+    rows.append(("driver_daemonsets plan_only (nodes given)", measure_module(
+        "driver_daemonsets", dict(common, plan_only=True, nodes=nodes), env, server_pid)))
+    rows.append(("driver_daemonsets apply (first)", measure_module("driver_daemonsets", common, env, server_pid)))
+    rows.append(("driver_daemonsets apply (no-op)", measure_module("driver_daemonsets", common, env, server_pid)))
+    print("\nmodule process (%d nodes, %d RHCOS versions); KB/node: bytes of the API answers per node, as received "
+          "(gzip where the API server compressed) and as JSON" % (count, len(VERSIONS)))
+    print("%-50s %8s %8s %9s %9s %9s %8s %8s  %s" % (
+        "run", "seconds", "CPU s", "server s", "peak MiB", "result MB", "KB/node", "JSON KB", "API requests"))
+    for name, row in rows:
+        read = row["result"]["api_response_bytes"]
+        print("%-50s %8.2f %8.2f %9.2f %9.0f %9.1f %8.2f %8.2f  %s" % (
+            name, row["seconds"], row["cpu"], row["server_cpu"], row["rss"], len(json.dumps(row["result"])) / 1e6,
+            read["wire"] / 1e3 / count, read["json"] / 1e3 / count,
+            json.dumps(row["result"].get("api_requests"), sort_keys=True)))
+    return rows
+
+
+def compare_playbooks(client, count, env, plane):
+    """The job through ansible-playbook, ours and the peer's, timed; then each no-op once more through the
+    counting proxy for its requests and bytes; then the status playbook."""
+    # Ours writes into NAMESPACE already: both start from nothing.
+    apps = kubernetes.client.AppsV1Api(client)
+    apps.delete_collection_namespaced_daemon_set(NAMESPACE)
+    time.sleep(2)
+    results = {}
+    proxy = counting_proxy.CountingProxy(plane.kubeconfig)
+    try:
+        for label, playbook in (("ours", ROOT / "bench" / "ours_driver_daemonsets.yml"),
+                                ("peer", ROOT / "bench" / "peer_driver_daemonsets.yml")):
+            first = run_playbook(playbook, env)
+            again = run_playbook(playbook, env)
+            proxy.reset()
+            run_playbook(playbook, dict(env, K8S_AUTH_KUBECONFIG=proxy.kubeconfig.name))
+            results[label] = (first, again, proxy.counts())
+            apps.delete_collection_namespaced_daemon_set(NAMESPACE)
+            time.sleep(2)
+    finally:
+        proxy.close()
+    print("\nansible-playbook wall time (seconds); requests and bytes of the no-op run, counted by a proxy")
+    print("%-6s %10s %10s %9s  %-30s %s" % ("", "first run", "no-op run", "KB/node", "no-op requests", "no-op recap"))
+    for label, (first, again, (requests, body_bytes)) in results.items():
+        print("%-6s %10.1f %10.1f %9.2f  %-30s %s" % (
+            label, first[0], again[0], body_bytes / 1e3 / count, json.dumps(requests, sort_keys=True),
+            " ".join(again[1])))
+    print("peer/ours: first run %.1fx, no-op run %.1fx, no-op bytes %.1fx" % (
+        results["peer"][0][0] / results["ours"][0][0], results["peer"][1][0] / results["ours"][1][0],
+        results["peer"][2][1] / results["ours"][2][1]))
+    seconds, _recap = run_playbook("accelerators.gpu.status", env)
+    print("ansible-playbook accelerators.gpu.status: %.1f s (%d GPU nodes, no GPU stack deployed)" % (seconds, count))
+
+
+@contextlib.contextmanager
+def bench_cluster(state):
+    """(control plane, API client, environment of the module and playbook runs) of a new local cluster."""
+    plane = controlplane.ControlPlane(state)
     plane.down(quiet=True)
     # Heartbeats of thousands of nodes would load two cores; the benchmark measures the modules, not kwok.
     info = plane.up("openshift", heartbeat_seconds=900)
+    print("cluster up in %.1fs" % info["startup_seconds"])
     try:
         client = kubernetes.config.new_client_from_config(config_file=str(plane.kubeconfig))
-        spec = fleet_spec(args.nodes)
-        started = time.monotonic()
-        count = create_nodes(client, spec)
-        print("cluster up in %.1fs; %d nodes created and Ready in %.1fs" % (
-            info["startup_seconds"], count, time.monotonic() - started))
-        print(report.node_size_line(client))
-        kubernetes.client.CoreV1Api(client).create_namespace({"metadata": {"name": NAMESPACE}})
+        prepare_cluster(client, fleet_spec(0))
         env = dict(os.environ, K8S_AUTH_KUBECONFIG=str(plane.kubeconfig),
                    ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".build" / "collections"),
                    PYTHONPATH=os.pathsep.join([str(ROOT / ".build" / "collections"), os.environ.get("PYTHONPATH", "")]),
                    ANSIBLE_PYTHON_INTERPRETER=sys.executable, ANSIBLE_LOCALHOST_WARNING="false",
                    ANSIBLE_INVENTORY_UNPARSED_WARNING="false", ANSIBLE_NOCOLOR="true")
-        rows = []
-        facts = measure_module("nfd_labels", {}, env)
-        rows.append(("nfd_labels", facts))
-        labelled = measure_module("nfd_labels", {"return_labels": True}, env)
-        rows.append(("nfd_labels return_labels", labelled))
-        nodes = labelled["result"]["nodes"]
-        dtk = measure_module("dtk_image_lookup", {"versions": facts["result"]["rhcos_versions"]}, env)
-        rows.append(("dtk_image_lookup", dtk))
-        driver = {"repository": "example.test/nvidia", "version": "550.90.07"}
-        common = {"namespace": NAMESPACE, "mode": "rhcos", "driver": driver, "dtk_images": dtk["result"]["images"]}
-        rows.append(("driver_daemonsets plan_only (lists nodes itself)", measure_module(
-            "driver_daemonsets", dict(common, plan_only=True), env)))
-        rows.append(("driver_daemonsets plan_only (nodes given)", measure_module(
-            "driver_daemonsets", dict(common, plan_only=True, nodes=nodes), env)))
-        rows.append(("driver_daemonsets apply (first)", measure_module("driver_daemonsets", common, env)))
-        rows.append(("driver_daemonsets apply (no-op)", measure_module("driver_daemonsets", common, env)))
-        print("\nmodule process (%d nodes, %d RHCOS versions)" % (count, len(VERSIONS)))
-        print("%-50s %8s %8s %9s %9s  %s" % ("run", "seconds", "CPU s", "peak MiB", "result MB", "API requests"))
-        for name, row in rows:
-            print("%-50s %8.2f %8.2f %9.0f %9.1f  %s" % (
-                name, row["seconds"], row["cpu"], row["rss"], len(json.dumps(row["result"])) / 1e6,
-                json.dumps(row["result"].get("api_requests"), sort_keys=True)))
-        # The whole job through ansible-playbook, both ways, in the same cluster: ours writes into NAMESPACE
-        # already; the peer gets its own namespace so that both start from nothing.
-        kubernetes.client.AppsV1Api(client).delete_collection_namespaced_daemon_set(NAMESPACE)
-        time.sleep(2)
-        results = {}
-        for label, playbook in (("ours", ROOT / "bench" / "ours_driver_daemonsets.yml"),
-                                ("peer", ROOT / "bench" / "peer_driver_daemonsets.yml")):
-            first = run_playbook(playbook, env)
-            again = run_playbook(playbook, env)
-            results[label] = (first, again)
-            kubernetes.client.AppsV1Api(client).delete_collection_namespaced_daemon_set(NAMESPACE)
-            time.sleep(2)
-        print("\nansible-playbook wall time (seconds)")
-        print("%-6s %10s %10s  %s" % ("", "first run", "no-op run", "no-op recap"))
-        for label, (first, again) in results.items():
-            print("%-6s %10.1f %10.1f  %s" % (label, first[0], again[0], " ".join(again[1])))
-        print("peer/ours: first run %.1fx, no-op run %.1fx" % (results["peer"][0][0] / results["ours"][0][0],
-                                                               results["peer"][1][0] / results["ours"][1][0]))
+        yield plane, client, env
     finally:
         plane.down()
+
+
+def grow_fleet(client, nodes, existing):
+    """Creates the nodes of a fleet of that size not in existing; returns (its node names, full Node KB)."""
+    started = time.monotonic()
+    names = create_nodes(client, fleet_spec(nodes), existing)
+    print("\n%d nodes Ready, %d created in %.1fs" % (len(names), len(names - set(existing)), time.monotonic() - started))
+    print(report.node_size_line(client))
+    print("load average: %.2f %.2f %.2f" % os.getloadavg())
+    return names, report.node_sizes(client)[1] / 1e3
+
+
+SCALE_RUNS = ("nfd_labels", "driver_daemonsets plan_only (lists nodes itself)", "driver_daemonsets apply (no-op)")
+
+
+def print_scale_table(measured):
+    """Wall time, CPU (the module's, the API server's), peak memory and bytes read per node of the module runs that
+    list nodes, per fleet size."""
+    print("\nscale: module process per fleet size (KB/node as received; full Node: the plain list's JSON per node)")
+    print("%-50s %7s %8s %8s %9s %9s %8s %10s" % (
+        "run", "nodes", "seconds", "CPU s", "server s", "peak MiB", "KB/node", "full Node"))
+    for name in SCALE_RUNS:
+        for count, full_kb, rows in measured:
+            row = dict(rows)[name]
+            print("%-50s %7d %8.2f %8.2f %9.2f %9.0f %8.2f %7.1f KB" % (
+                name, count, row["seconds"], row["cpu"], row["server_cpu"], row["rss"],
+                row["result"]["api_response_bytes"]["wire"] / 1e3 / count, full_kb))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=int(os.environ.get("BENCH_NODES", 5000)))
+    parser.add_argument("--scale", default=os.environ.get("BENCH_SCALE", ""),
+                        help="fleet sizes, comma-separated: the fleet grows to each in turn, module runs only")
+    parser.add_argument("--state", default=str(ROOT / ".build" / "bench-cluster"))
+    args = parser.parse_args()
+    print("load average before: %.2f %.2f %.2f" % os.getloadavg())
+    with bench_cluster(args.state) as (plane, client, env):
+        server_pid = plane.info()["pids"]["kube-apiserver"]
+        if args.scale:
+            measured, names = [], set()
+            for nodes in sorted(int(size) for size in args.scale.split(",")):
+                names, full_kb = grow_fleet(client, nodes, names)
+                # Each size's first apply creates the DaemonSets.
+                kubernetes.client.AppsV1Api(client).delete_collection_namespaced_daemon_set(NAMESPACE)
+                measured.append((len(names), full_kb, measure_modules(len(names), env, server_pid)))
+            print_scale_table(measured)
+        else:
+            names = grow_fleet(client, args.nodes, ())[0]
+            measure_modules(len(names), env, server_pid)
+            compare_playbooks(client, len(names), env, plane)
+    print("load average after: %.2f %.2f %.2f" % os.getloadavg())
 
 
 if __name__ == "__main__":

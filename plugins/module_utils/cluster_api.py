@@ -8,6 +8,11 @@ path is known, and a discovery miss (an OpenShift API on plain Kubernetes) would
 every API group. Only the objects of apply_object() and delete_object(), of any kind a manifest names, are
 found through the client's (cached) discovery. Responses are decoded to plain dicts: the dynamic client's ResourceInstance
 wrapping costs seconds and hundreds of MiB on a list of thousands of nodes.
+
+Reads ask for no more than their callers use: every request accepts a gzip-compressed answer (the API server
+compresses those over 128 KB), and a list of nodes comes in the smallest view that carries what its caller reads
+(list_nodes: NODE_METADATA, NODE_INFO or NODE_FULL). The requests sent, by verb, and the bytes of the answers, as
+received and as decoded, are counted here and reported in every module result (run_module).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -26,6 +31,9 @@ from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions imp
 
 FIELD_MANAGER = 'accelerators.gpu'
 DEFAULT_PAGE_SIZE = 500
+# Full Nodes of a busy cluster are 10-40 KB of JSON each, several times that once decoded: pages of 100 keep the
+# memory of a module reading thousands flat.
+FULL_NODE_PAGE_SIZE = 100
 NODES = '/api/v1/nodes'
 PODS = '/api/v1/pods'
 DAEMONSETS = '/apis/apps/v1/namespaces/%s/daemonsets'
@@ -39,6 +47,25 @@ MIRROR_SET_PATHS = (
 
 # Every HTTP request this process sends through the kubernetes client, by verb.
 _REQUEST_COUNTS = collections.Counter()
+# Bytes of the answers to ClusterAPI's requests: 'wire' as received (compressed or not), 'json' once decoded.
+_RESPONSE_BYTES = collections.Counter()
+
+# What list_nodes() asks the API server to send of each node.
+NODE_FULL = 'full'          # the whole Node
+NODE_METADATA = 'metadata'  # metadata only: name, labels, annotations, resourceVersion (no spec, no status)
+NODE_INFO = 'info'          # metadata, status.nodeInfo's osImage, kernelVersion and containerRuntimeVersion, Ready
+# For each smaller view: the Accept header (the plain list is the fallback a server that does not serve the view
+# answers with), the kind of a list in the view and the includeObject parameter.
+_VIEWS = {
+    NODE_METADATA: ('application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json',
+                    'PartialObjectMetadataList', None),
+    NODE_INFO: ('application/json;as=Table;g=meta.k8s.io;v=v1, application/json', 'Table', 'Metadata'),
+}
+# The Node Table's columns (the API server's node printer) that NODE_INFO reads, and the status.nodeInfo fields
+# they show; the printer shows an empty field as '<unknown>'.
+_NODE_INFO_COLUMNS = (('OS-Image', 'osImage'), ('Kernel-Version', 'kernelVersion'),
+                      ('Container-Runtime', 'containerRuntimeVersion'))
+_UNKNOWN_CELL = '<unknown>'
 
 
 class APIError(Exception):
@@ -61,7 +88,8 @@ class TaskError(Exception):
 
 
 def _count_requests(api_client):
-    """Count requests by verb at kubernetes.client.ApiClient.request, every request's last stop.
+    """Count requests by verb at kubernetes.client.ApiClient.request, every request's last stop, and accept a
+    gzip-compressed answer to each (urllib3 decodes it).
 
     Wrapped at the class, once per process, so that the discovery requests kubernetes.core makes while it
     builds the client count too; ClusterAPI reports the difference since it was created.
@@ -72,6 +100,9 @@ def _count_requests(api_client):
 
     def request(self, method, url, *args, **kwargs):
         _REQUEST_COUNTS[method.upper()] += 1
+        # ApiClient.call_api passes the headers by keyword.
+        kwargs['headers'] = dict(kwargs.get('headers') or {})
+        kwargs['headers'].setdefault('Accept-Encoding', 'gzip')
         return send(self, method, url, *args, **kwargs)
 
     request.counts_requests = True
@@ -89,6 +120,35 @@ def _parse_status(body):
     if not isinstance(status, dict):
         return str(status), {}
     return status.get('message') or str(status), status.get('details') or {}
+
+
+def node_from_table_row(row, columns):
+    """A Node dict of one row of a Node Table read with includeObject=Metadata: the row's metadata, the
+    status.nodeInfo fields of its cells and a Ready condition, status 'True' or, for NotReady, 'False' (the Table
+    does not tell False from Unknown). columns: the Table's column names, in order."""
+    cells = dict(zip(columns, row.get('cells') or []))
+    node = {'metadata': (row.get('object') or {}).get('metadata') or {}, 'status': {}}
+    info = dict((field, cells[column]) for column, field in _NODE_INFO_COLUMNS
+                if cells.get(column) not in (None, _UNKNOWN_CELL))
+    if info:
+        node['status']['nodeInfo'] = info
+    # The Status cell: Ready, NotReady or Unknown (no Ready condition), then ',SchedulingDisabled' when cordoned.
+    ready = str(cells.get('Status') or '').split(',', 1)[0]
+    if ready in ('Ready', 'NotReady'):
+        node['status']['conditions'] = [{'type': 'Ready', 'status': 'True' if ready == 'Ready' else 'False'}]
+    return node
+
+
+def _view_items(page, view):
+    """(the items of a page of a list as dicts, whether the page is in the view asked for). A server that does
+    not serve the view answers with the full list."""
+    kind = _VIEWS[view][1] if view in _VIEWS else None
+    if kind is None or page.get('kind') != kind:
+        return page.get('items') or [], kind is None
+    if kind == 'Table':
+        columns = [column.get('name') for column in page.get('columnDefinitions') or []]
+        return [node_from_table_row(row, columns) for row in page.get('rows') or []], True
+    return page.get('items') or [], True
 
 
 def describe(obj):
@@ -116,6 +176,9 @@ class ClusterAPI:
         self._api_errors, self._transport_errors, self._kind_not_found = DynamicApiError, HTTPError, ResourceNotFoundError
         _count_requests(ApiClient)
         self._baseline = collections.Counter(_REQUEST_COUNTS)
+        self._bytes_baseline = collections.Counter(_RESPONSE_BYTES)
+        self._module = module
+        self._warned_full_views = set()
         self.dry_run = module.check_mode
         try:
             self._client = get_api_client(module).client
@@ -125,6 +188,11 @@ class ClusterAPI:
     def request_counts(self):
         """Requests sent since this object was created, by HTTP verb."""
         return dict(_REQUEST_COUNTS - self._baseline)
+
+    def response_bytes(self):
+        """Bytes of the answers to this object's requests: {'wire': as received, 'json': decoded}."""
+        counts = _RESPONSE_BYTES - self._bytes_baseline
+        return {'wire': counts['wire'], 'json': counts['json']}
 
     def _request(self, method, path, body=None, content_type=None, write=False, **params):
         if write and self.dry_run:
@@ -139,7 +207,10 @@ class ClusterAPI:
         except self._transport_errors as error:
             raise APIError(method.upper(), path, None, 'cannot reach the API server %s: %s'
                            % (self._client.configuration.host, error))
-        return json.loads(response.data)
+        data = response.data
+        # tell(): the bytes urllib3 read from the connection, before it decompressed them.
+        _RESPONSE_BYTES.update(wire=response.tell(), json=len(data))
+        return json.loads(data)
 
     def read(self, path, **query):
         """The object (or list) at path; query: the request's parameters (label_selector, limit...)."""
@@ -179,21 +250,37 @@ class ClusterAPI:
             body['dryRun'] = ['All']
         return self._request('DELETE', path, body=body, write=True)
 
-    def _list(self, path, label_selector=None, page_size=DEFAULT_PAGE_SIZE, field_selector=None):
-        """Every item of a list, page by page (limit and continue), so no single response holds all."""
+    def _list(self, path, label_selector=None, page_size=DEFAULT_PAGE_SIZE, field_selector=None, view=NODE_FULL):
+        """Every item of a list, page by page (limit and continue), so no single response holds all; in a smaller
+        view than full objects (_VIEWS) if one is given, else full objects, saying so once."""
         token = None
-        selectors = {'field_selector': field_selector} if field_selector else {}
+        params = {'field_selector': field_selector} if field_selector else {}
         while True:
+            if view in _VIEWS:
+                # New each time: the client adds to both.
+                params['header_params'] = {'Accept': _VIEWS[view][0]}
+                if _VIEWS[view][2]:
+                    params['query_params'] = [('includeObject', _VIEWS[view][2])]
             page = self._request('GET', path, label_selector=label_selector or None, limit=page_size,
-                                 _continue=token, **selectors)
-            yield from page.get('items') or []
+                                 _continue=token, **params)
+            items, in_view = _view_items(page, view)
+            if not in_view and view not in self._warned_full_views:
+                self._warned_full_views.add(view)
+                self._module.warn('the API server answered GET %s with full objects (%s), not the %s view asked for '
+                                  '(Accept: %s): reading full objects, more data, the same result'
+                                  % (path, page.get('kind'), view, _VIEWS[view][0]))
+            yield from items
             token = (page.get('metadata') or {}).get('continue')
             if not token:
                 return
 
-    def list_nodes(self, label_selector=None, page_size=DEFAULT_PAGE_SIZE):
-        """Nodes, optionally label-selected, as a generator over paginated lists."""
-        return self._list(NODES, label_selector, page_size)
+    def list_nodes(self, label_selector=None, page_size=None, view=NODE_FULL):
+        """Nodes, optionally label-selected, as a generator over paginated lists, in view: NODE_FULL (whole Node
+        dicts), NODE_METADATA (metadata only) or NODE_INFO (metadata, the status.nodeInfo fields osImage,
+        kernelVersion, containerRuntimeVersion and the Ready condition, from a Table: see node_from_table_row).
+        page_size: nodes per request, by default FULL_NODE_PAGE_SIZE for full Nodes, else DEFAULT_PAGE_SIZE."""
+        return self._list(NODES, label_selector, page_size or (FULL_NODE_PAGE_SIZE if view == NODE_FULL
+                                                               else DEFAULT_PAGE_SIZE), view=view)
 
     def read_node(self, name):
         return self._request('GET', '%s/%s' % (NODES, name))
@@ -305,7 +392,8 @@ class GPUModule(AnsibleK8SModule):
 
 
 def run_module(argument_spec, task, **module_options):
-    """Run a module whose work is task(module, api) -> result; every result carries api_requests.
+    """Run a module whose work is task(module, api) -> result; every result carries api_requests and
+    api_response_bytes.
 
     argument_spec: the module's own options; kubernetes.core's connection options are added.
     """
@@ -318,7 +406,9 @@ def run_module(argument_spec, task, **module_options):
         api = ClusterAPI(module)
         result = task(module, api)
     except TaskError as error:
-        module.fail_json(msg=str(error), api_requests=api.request_counts() if api else {}, **error.result)
+        module.fail_json(msg=str(error), api_requests=api.request_counts() if api else {},
+                         api_response_bytes=api.response_bytes() if api else {}, **error.result)
     except APIError as error:
-        module.fail_json(msg=str(error), status=error.status, api_requests=api.request_counts())
-    module.exit_json(api_requests=api.request_counts(), **result)
+        module.fail_json(msg=str(error), status=error.status, api_requests=api.request_counts(),
+                         api_response_bytes=api.response_bytes())
+    module.exit_json(api_requests=api.request_counts(), api_response_bytes=api.response_bytes(), **result)

@@ -10,6 +10,7 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import NODE_INFO
 from ansible_collections.accelerators.gpu.plugins.module_utils.proxy import proxy_configured
 
 CLUSTER_VERSION = '/apis/config.openshift.io/v1/clusterversions/version'
@@ -41,7 +42,7 @@ def read_facts(api, namespace, detect_openshift, runtime_label_selector, daemons
     if detect_openshift:
         facts['openshift_api'] = api.read_optional(CLUSTER_VERSION)[1]
     if runtime_label_selector is not None:
-        facts['container_runtimes'] = container_runtimes(api.list_nodes(runtime_label_selector or None))
+        facts['container_runtimes'] = container_runtimes(api.list_nodes(runtime_label_selector or None, view=NODE_INFO))
     if daemonset_name:
         facts['daemonsets'] = [
             {'namespace': item['metadata']['namespace'], 'name': item['metadata']['name']}

@@ -9,7 +9,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import APIError, TaskError
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import NODE_INFO, APIError, TaskError
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import (
     COMPONENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, PlanError, desired_driver_daemonsets, is_subset,
     nodes_left_without_driver, plan_driver_changes)
@@ -151,7 +151,9 @@ def _checked_precompiled(api, spec, facts_list, check, prepare_versions):
 def _plan(module, api):
     params = module.params
     if params['nodes'] is None:
-        facts_list = [node_facts(node) for node in api.list_nodes(params['label_selector'], params['page_size'])]
+        # The plan reads labels and status.nodeInfo only: NODE_INFO carries them, a small part of each Node.
+        nodes = api.list_nodes(params['label_selector'], params['page_size'], view=NODE_INFO)
+        facts_list = [node_facts(node) for node in nodes]
     else:
         facts_list = given_node_facts(params['nodes'])
     if params['dtk_images'] is None:

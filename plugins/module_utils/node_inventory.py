@@ -11,7 +11,7 @@ __metaclass__ = type
 
 import time
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import DEFAULT_PAGE_SIZE, APIError, TaskError
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import APIError, TaskError
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import (
     NFD_PREFIX, group_nodes, node_facts, plan_gpu_node_labels)
 
@@ -19,7 +19,7 @@ from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import
 LABEL_PATCH_ATTEMPTS = 3
 
 
-def read_nodes(api, label_selector=None, page_size=DEFAULT_PAGE_SIZE):
+def read_nodes(api, label_selector=None, page_size=None):
     """(facts of each node, sorted by name; {node name: resourceVersion})."""
     facts, versions = [], {}
     for node in api.list_nodes(label_selector, page_size):

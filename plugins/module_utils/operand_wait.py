@@ -8,7 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.accelerators.gpu.plugins.module_utils import readiness
-from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import APIError, TaskError
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import NODE_FULL, NODE_METADATA, APIError, TaskError
 from ansible_collections.accelerators.gpu.plugins.module_utils.validation import check_label_selector, validation_plan
 
 # What can be waited for, and the options of a wait (doc fragment accelerators.gpu.operand_wait, which documents
@@ -105,11 +105,13 @@ class OperandReads:
         return self.api.read_optional('/apis/operators.coreos.com/v1alpha1/namespaces/%s/clusterserviceversions/%s'
                                       % (self.namespace, name))[0]
 
-    def nodes(self, names, selector):
+    def nodes(self, names, selector, labels_only=False):
+        """Nodes, named or label-selected; with labels_only their metadata alone (NODE_METADATA)."""
+        view = NODE_METADATA if labels_only else NODE_FULL
         if names:
             wanted = set(names)
-            return [node for node in self.api.list_nodes() if node['metadata']['name'] in wanted]
-        return list(self.api.list_nodes(selector))
+            return [node for node in self.api.list_nodes(view=view) if node['metadata']['name'] in wanted]
+        return list(self.api.list_nodes(selector, view=view))
 
 
 def _allocatable_observer(reads, nodes, selector, resource):

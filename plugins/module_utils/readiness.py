@@ -508,7 +508,7 @@ def observe_allocatable(reads, nodes, selector, pattern):
 def observe_node_labels(reads, nodes, keys, expected=None):
     """Observation of node labels: ready when each of nodes carries every key, well-formed (gfd_labels), with the
     expected value where one is given. The report's label_problems says what each other node lacks."""
-    problems = nodes_label_problems(reads.nodes(nodes, ''), nodes, keys, expected)
+    problems = nodes_label_problems(reads.nodes(nodes, '', labels_only=True), nodes, keys, expected)
     return Observation(not problems, (), {'label_problems': problems})
 
 

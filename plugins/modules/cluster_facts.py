@@ -15,7 +15,8 @@ description:
   - Reads, in one module run instead of one per object, the operand namespace, whether the API server serves
     OpenShift's C(config.openshift.io) API, the container runtime of selected nodes, the DaemonSets of a name in every
     namespace, and which of some CustomResourceDefinitions and namespaces exist.
-  - Never changes anything. Every result carries I(api_requests), the API requests sent, by HTTP verb.
+  - Never changes anything. Every result carries I(api_requests), the API requests sent, by HTTP verb, and
+    I(api_response_bytes), the bytes of the answers.
 options:
   namespace:
     description: Namespace to read (returned in RV(namespace), null when it does not exist).
@@ -110,6 +111,13 @@ api_requests:
   description: HTTP requests sent to the API server, by verb.
   returned: always
   type: dict
+api_response_bytes:
+  description:
+    - Bytes of the API server's answers to the module's requests (node lists come in the smallest view that carries
+      what the module reads, compressed when large). C(wire) as received, C(json) once decoded.
+  returned: always
+  type: dict
+  sample: {"wire": 2600000, "json": 36000000}
 '''
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import run_module

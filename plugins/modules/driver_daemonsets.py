@@ -30,7 +30,8 @@ description:
   - A driver DaemonSet that is no longer needed is deleted only when it has no scheduled or misscheduled pod and no GPU
     node has its version (by NFD label or osImage), and only if it has not changed since it was read. DaemonSets this
     collection did not create (no C(app.kubernetes.io/managed-by=accelerators.gpu)) are never changed or deleted.
-  - Every result carries I(api_requests), the API requests the module sent, by HTTP verb.
+  - Every result carries I(api_requests), the API requests the module sent, by HTTP verb, and
+    I(api_response_bytes), the bytes of the answers.
 options:
   namespace:
     description:
@@ -451,10 +452,18 @@ status:
   returned: when O(wait) is given, the DaemonSets were applied and some GPU node needs one
   type: dict
 api_requests:
-  description: API requests sent by the module, by HTTP verb.
+  description: API requests sent by the module, by HTTP verb, and
+    I(api_response_bytes), the bytes of the answers.
   returned: always
   type: dict
   sample: {"GET": 3, "PATCH": 1}
+api_response_bytes:
+  description:
+    - Bytes of the API server's answers to the module's requests (node lists come in the smallest view that carries
+      what the module reads, compressed when large). C(wire) as received, C(json) once decoded.
+  returned: always
+  type: dict
+  sample: {"wire": 2600000, "json": 36000000}
 '''
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import DEFAULT_PAGE_SIZE, run_module

@@ -34,7 +34,8 @@ description:
     succeeded validation Job of M(accelerators.gpu.operand_status)'s plan keyed by that pod), then uncordons it
     (unless it was unschedulable before) and labels it C(upgrade-done); a node that did not pass is
     C(upgrade-failed), with the Job's failure.
-  - Every result carries I(api_requests), the API requests the module sent, by HTTP verb.
+  - Every result carries I(api_requests), the API requests the module sent, by HTTP verb, and
+    I(api_response_bytes), the bytes of the answers.
 options:
   namespace:
     description: Namespace of the driver DaemonSets and the operands.
@@ -246,9 +247,17 @@ completed:
   type: list
   elements: str
 api_requests:
-  description: API requests sent by the module, by HTTP verb.
+  description: API requests sent by the module, by HTTP verb, and
+    I(api_response_bytes), the bytes of the answers.
   returned: always
   type: dict
+api_response_bytes:
+  description:
+    - Bytes of the API server's answers to the module's requests (node lists come in the smallest view that carries
+      what the module reads, compressed when large). C(wire) as received, C(json) once decoded.
+  returned: always
+  type: dict
+  sample: {"wire": 2600000, "json": 36000000}
 '''
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import run_module

@@ -25,7 +25,8 @@ description:
     C(machine-os) component).
   - Applies the cluster's ImageDigestMirrorSet, ImageTagMirrorSet and ImageContentSourcePolicy rules and reports, beside
     each image, the references a node tries in order (I(candidates)) and the first (I(pull_from)).
-  - Never changes anything. Every result carries I(api_requests), the API requests sent, by HTTP verb.
+  - Never changes anything. Every result carries I(api_requests), the API requests sent, by HTTP verb, and
+    I(api_response_bytes), the bytes of the answers.
 options:
   versions:
     description:
@@ -176,10 +177,18 @@ release:
   returned: when I(release) is given
   type: dict
 api_requests:
-  description: API requests sent by the module, by HTTP verb.
+  description: API requests sent by the module, by HTTP verb, and
+    I(api_response_bytes), the bytes of the answers.
   returned: always
   type: dict
   sample: {"GET": 4}
+api_response_bytes:
+  description:
+    - Bytes of the API server's answers to the module's requests (node lists come in the smallest view that carries
+      what the module reads, compressed when large). C(wire) as received, C(json) once decoded.
+  returned: always
+  type: dict
+  sample: {"wire": 2600000, "json": 36000000}
 '''
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import run_module

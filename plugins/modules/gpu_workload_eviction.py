@@ -23,7 +23,8 @@ description:
     requesting no GPU are not GPU workloads.
   - Does not cordon the nodes; cordon them first (the machine-config operator does) so that evicted pods are not
     placed back on them.
-  - Every result carries I(api_requests), the API requests the module sent, by HTTP verb.
+  - Every result carries I(api_requests), the API requests the module sent, by HTTP verb, and
+    I(api_response_bytes), the bytes of the answers.
 options:
   nodes:
     description: Names of the nodes whose GPU workloads to evict.
@@ -87,9 +88,17 @@ terminating:
   type: list
   elements: str
 api_requests:
-  description: API requests sent by the module, by HTTP verb.
+  description: API requests sent by the module, by HTTP verb, and
+    I(api_response_bytes), the bytes of the answers.
   returned: always
   type: dict
+api_response_bytes:
+  description:
+    - Bytes of the API server's answers to the module's requests (node lists come in the smallest view that carries
+      what the module reads, compressed when large). C(wire) as received, C(json) once decoded.
+  returned: always
+  type: dict
+  sample: {"wire": 2600000, "json": 36000000}
 '''
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import run_module

@@ -25,7 +25,7 @@ description:
   - I(action=default) sets I(config) on the nodes that name no layout; I(action=remove) removes
     C(nvidia.com/mig.config) and C(nvidia.com/mig.config.state) where the value is still the one this module set
     (annotation C(accelerators.gpu/mig.config)), and the annotation.
-  - Every result carries I(api_requests), the API requests the module sent, by HTTP verb.
+  - Every result carries I(api_requests), the API requests the module sent, by HTTP verb, and I(api_response_bytes).
 options:
   action:
     description: What to do, see the description.
@@ -117,6 +117,13 @@ api_requests:
   description: API requests sent by the module, by HTTP verb.
   returned: always
   type: dict
+api_response_bytes:
+  description:
+    - Bytes of the API server's answers to the module's requests (node lists come in the smallest view that carries
+      what the module reads, compressed when large). C(wire) as received, C(json) once decoded.
+  returned: always
+  type: dict
+  sample: {"wire": 2600000, "json": 36000000}
 '''
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import run_module

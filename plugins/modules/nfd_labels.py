@@ -24,7 +24,8 @@ description:
   - Optionally manages C(nvidia.com/gpu.present) and C(nvidia.com/gpu.deploy.<operand>) labels on GPU nodes, as the
     GPU Operator does. A label that exists is never overwritten, whatever its value (an admin's opt-out, or an
     upgrade pausing the node); C(nvidia.com/gpu.deploy.operands=false) removes the C(true) ones.
-  - Every result carries I(api_requests), the API requests the module sent, by HTTP verb.
+  - Every result carries I(api_requests), the API requests the module sent, by HTTP verb, and
+    I(api_response_bytes), the bytes of the answers.
 options:
   label_selector:
     description:
@@ -34,8 +35,10 @@ options:
   page_size:
     description:
       - Nodes per list request; the nodes are read in pages of this size.
+      - The module reads whole Nodes (their taints and allocatable resources are in no smaller view the API server
+        offers), 10-40 KB of JSON each on a busy cluster; small pages keep its memory flat.
     type: int
-    default: 500
+    default: 100
   wait:
     description:
       - Wait until every selected node where nfd-worker runs (Ready, without a C(NoSchedule) or C(NoExecute) taint; at
@@ -236,13 +239,21 @@ waited_seconds:
   returned: always
   type: float
 api_requests:
-  description: API requests sent by the module, by HTTP verb.
+  description: API requests sent by the module, by HTTP verb, and
+    I(api_response_bytes), the bytes of the answers.
   returned: always
   type: dict
   sample: {"GET": 10, "PATCH": 2}
+api_response_bytes:
+  description:
+    - Bytes of the API server's answers to the module's requests (node lists come in the smallest view that carries
+      what the module reads, compressed when large). C(wire) as received, C(json) once decoded.
+  returned: always
+  type: dict
+  sample: {"wire": 2600000, "json": 36000000}
 '''
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import DEFAULT_PAGE_SIZE, run_module
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import FULL_NODE_PAGE_SIZE, run_module
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import OPERANDS
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_inventory import run
 
@@ -250,7 +261,7 @@ from ansible_collections.accelerators.gpu.plugins.module_utils.node_inventory im
 def main():
     run_module(dict(
         label_selector=dict(type='str'),
-        page_size=dict(type='int', default=DEFAULT_PAGE_SIZE),
+        page_size=dict(type='int', default=FULL_NODE_PAGE_SIZE),
         wait=dict(type='bool', default=False),
         wait_timeout=dict(type='int', default=300),
         wait_sleep=dict(type='int', default=5),

@@ -4,7 +4,35 @@
 
 import copy
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import APIError
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import (
+    NODE_FULL, NODE_INFO, NODE_METADATA, APIError, node_from_table_row)
+
+# The columns of the API server's Node Table, and a row as its node printer fills them (cells of a Table read
+# with includeObject=Metadata).
+NODE_TABLE_COLUMNS = ['Name', 'Status', 'Roles', 'Age', 'Version', 'Internal-IP', 'External-IP', 'OS-Image',
+                      'Kernel-Version', 'Container-Runtime']
+
+
+def node_table_row(node):
+    status = node.get('status') or {}
+    info = status.get('nodeInfo') or {}
+    ready = [condition['status'] == 'True' for condition in status.get('conditions') or []
+             if condition.get('type') == 'Ready']
+    cells = [node['metadata']['name'], ('Ready' if ready[0] else 'NotReady') if ready else 'Unknown', '<none>', '1d',
+             info.get('kubeletVersion', ''), '<none>', '<none>']
+    cells += [info.get(field) or '<unknown>' for field in ('osImage', 'kernelVersion', 'containerRuntimeVersion')]
+    if (node.get('spec') or {}).get('unschedulable'):
+        cells[1] += ',SchedulingDisabled'
+    return {'cells': cells, 'object': {'kind': 'PartialObjectMetadata', 'metadata': node['metadata']}}
+
+
+def served_node(node, view):
+    """A node as the API server sends it in a view of cluster_api.list_nodes()."""
+    if view == NODE_METADATA:
+        return {'metadata': node['metadata']}
+    if view == NODE_INFO:
+        return node_from_table_row(node_table_row(node), NODE_TABLE_COLUMNS)
+    return node
 
 
 class FakeModule:
@@ -56,9 +84,9 @@ class FakeCluster:
         self.before_patch = None
         self.delete_conflicts = set()
 
-    def list_nodes(self, label_selector=None, page_size=None):
+    def list_nodes(self, label_selector=None, page_size=None, view=NODE_FULL):
         self.reads.append(('nodes', label_selector))
-        return iter([copy.deepcopy(node) for name, node in sorted(self.nodes.items())
+        return iter([served_node(copy.deepcopy(node), view) for name, node in sorted(self.nodes.items())
                      if _matches(node['metadata']['labels'], label_selector)])
 
     def read_node(self, name):

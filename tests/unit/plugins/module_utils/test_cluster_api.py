@@ -8,8 +8,11 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import api_exception
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import APIError, ClusterAPI
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import (
+    NODE_INFO, NODE_METADATA, APIError, ClusterAPI, node_from_table_row)
 from ansible_collections.accelerators.gpu.plugins.module_utils.dtk import NOT_OPENSHIFT, STREAM_MISSING
+from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import node_facts
+from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.fakes import NODE_TABLE_COLUMNS, node_table_row
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s import client as k8s_client
 
 NOT_FOUND_OBJECT = {'kind': 'Status', 'status': 'Failure', 'reason': 'NotFound', 'code': 404,
@@ -18,8 +21,13 @@ NOT_FOUND_OBJECT = {'kind': 'Status', 'status': 'Failure', 'reason': 'NotFound',
 
 
 class Response:
+    """Stands for urllib3's response: data decoded, tell() the bytes as received (here: not compressed)."""
+
     def __init__(self, body):
         self.data = json.dumps(body).encode()
+
+    def tell(self):
+        return len(self.data)
 
 
 class DynamicClient:
@@ -47,6 +55,10 @@ class DynamicClient:
 class Module:
     def __init__(self, check_mode=False):
         self.check_mode = check_mode
+        self.warnings = []
+
+    def warn(self, message):
+        self.warnings.append(message)
 
 
 def make_api(monkeypatch, client, check_mode=False):
@@ -123,3 +135,109 @@ def test_requests_are_counted_by_verb_from_creation_on(monkeypatch):
         client.request(verb, 'https://127.0.0.1/api')
     assert api.request_counts() == {'GET': 2, 'PATCH': 1, 'DELETE': 1}
     assert make_api(monkeypatch, DynamicClient({})).request_counts() == {}
+
+
+TABLE_COLUMNS = [{'name': name} for name in NODE_TABLE_COLUMNS]
+GPU_NODE = {
+    'metadata': {'name': 'gpu-0', 'resourceVersion': '7', 'labels': {
+        'feature.node.kubernetes.io/pci-10de.present': 'true',
+        'feature.node.kubernetes.io/system-os_release.OSTREE_VERSION': '418.94.202509100653-0'}},
+    'spec': {'taints': [{'key': 'nvidia.com/gpu', 'effect': 'NoSchedule'}]},
+    'status': {'nodeInfo': {'osImage': 'Red Hat Enterprise Linux CoreOS 418.94.202509100653-0 (Plow)',
+                            'kernelVersion': '5.14.0-570.39.1.el9_6.x86_64', 'containerRuntimeVersion': 'cri-o://1.31.1',
+                            'kubeletVersion': 'v1.31.1'},
+               'conditions': [{'type': 'MemoryPressure', 'status': 'False'}, {'type': 'Ready', 'status': 'True'}],
+               'allocatable': {'nvidia.com/gpu': '8'}, 'images': [{'names': ['big'], 'sizeBytes': 1}]}}
+
+
+def test_node_info_view_reads_a_node_table_with_its_metadata(monkeypatch):
+    cordoned = {'metadata': {'name': 'cpu-1'}, 'spec': {'unschedulable': True},
+                'status': {'nodeInfo': {'kernelVersion': '6.8.0'}, 'conditions': [{'type': 'Ready', 'status': 'Unknown'}]}}
+    registering = {'metadata': {'name': 'new-2'}, 'status': {}}
+    pages = {None: {'kind': 'Table', 'columnDefinitions': TABLE_COLUMNS, 'metadata': {'continue': 'a'},
+                    'rows': [node_table_row(GPU_NODE), node_table_row(cordoned)]},
+             'a': {'kind': 'Table', 'columnDefinitions': TABLE_COLUMNS, 'metadata': {},
+                   'rows': [node_table_row(registering)]}}
+    client = DynamicClient({('GET', '/api/v1/nodes'): lambda params: pages[params['_continue']]})
+    api = make_api(monkeypatch, client)
+    gpu, cpu, new = api.list_nodes('gpu=true', page_size=2, view=NODE_INFO)
+    for request in client.requests:
+        assert request[3]['header_params'] == {
+            'Accept': 'application/json;as=Table;g=meta.k8s.io;v=v1, application/json'}
+        assert request[3]['query_params'] == [('includeObject', 'Metadata')]
+    assert gpu == {'metadata': GPU_NODE['metadata'], 'status': {
+        'nodeInfo': dict((key, GPU_NODE['status']['nodeInfo'][key])
+                         for key in ('osImage', 'kernelVersion', 'containerRuntimeVersion')),
+        'conditions': [{'type': 'Ready', 'status': 'True'}]}}
+    # '<unknown>' is the printer's empty field; NotReady stands for False and Unknown alike.
+    assert cpu['status'] == {'nodeInfo': {'kernelVersion': '6.8.0'}, 'conditions': [{'type': 'Ready', 'status': 'False'}]}
+    assert new == {'metadata': {'name': 'new-2'}, 'status': {}}
+    assert api._module.warnings == []
+
+
+def test_node_info_view_gives_the_driver_plan_the_facts_of_the_full_node():
+    served = node_from_table_row(node_table_row(GPU_NODE), NODE_TABLE_COLUMNS)
+    full, projected = node_facts(GPU_NODE), node_facts(served)
+    # What the Table leaves out: spec.taints and status.allocatable (evidence only for nodes without NFD labels).
+    assert full.pop('tainted') and not projected.pop('tainted')
+    assert projected == full
+
+
+def test_metadata_view_of_a_node_without_labels(monkeypatch):
+    page = {'kind': 'PartialObjectMetadataList', 'apiVersion': 'meta.k8s.io/v1', 'metadata': {}, 'items': [
+        {'kind': 'PartialObjectMetadata', 'metadata': {'name': 'bare', 'resourceVersion': '3'}},
+        {'kind': 'PartialObjectMetadata', 'metadata': {'name': 'gpu-0', 'labels': {'nvidia.com/gpu.present': 'true'}}}]}
+    client = DynamicClient({('GET', '/api/v1/nodes'): page})
+    api = make_api(monkeypatch, client)
+    bare, gpu = api.list_nodes(view=NODE_METADATA)
+    assert client.requests[0][3]['header_params'] == {
+        'Accept': 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json'}
+    assert 'query_params' not in client.requests[0][3]
+    assert bare == {'kind': 'PartialObjectMetadata', 'metadata': {'name': 'bare', 'resourceVersion': '3'}}
+    facts = node_facts(bare)
+    assert facts['labels'] == {} and not facts['gpu_present'] and not facts['nfd_labelled'] and facts['warnings'] == []
+    assert node_facts(gpu)['labels'] == {'nvidia.com/gpu.present': 'true'}
+    assert api._module.warnings == []
+
+
+def test_a_server_without_the_view_is_read_in_full_and_said_once(monkeypatch):
+    pages = {None: {'kind': 'NodeList', 'items': [GPU_NODE], 'metadata': {'continue': 'a'}},
+             'a': {'kind': 'NodeList', 'items': [{'metadata': {'name': 'cpu-1'}}], 'metadata': {}}}
+    client = DynamicClient({('GET', '/api/v1/nodes'): lambda params: pages[params['_continue']]})
+    api = make_api(monkeypatch, client)
+    assert [node['metadata']['name'] for node in api.list_nodes(page_size=1, view=NODE_INFO)] == ['gpu-0', 'cpu-1']
+    assert list(api.list_nodes(page_size=1, view=NODE_INFO))[0] == GPU_NODE
+    assert api._module.warnings == [
+        'the API server answered GET /api/v1/nodes with full objects (NodeList), not the info view asked for '
+        '(Accept: application/json;as=Table;g=meta.k8s.io;v=v1, application/json): reading full objects, more data, '
+        'the same result']
+
+
+def test_response_bytes_are_counted_as_received_and_as_json(monkeypatch):
+    class Compressed(Response):
+        def tell(self):
+            return 10
+
+    client = DynamicClient({('GET', '/api/v1/nodes/a'): {'metadata': {'name': 'a'}}})
+    client.request = lambda *args, **kwargs: Compressed({'metadata': {'name': 'a'}})
+    api = make_api(monkeypatch, client)
+    api.read_node('a')
+    api.read_node('a')
+    assert api.response_bytes() == {'wire': 20, 'json': 2 * len(json.dumps({'metadata': {'name': 'a'}}))}
+    assert make_api(monkeypatch, client).response_bytes() == {'wire': 0, 'json': 0}
+
+
+def test_every_request_accepts_gzip(monkeypatch):
+    sent = []
+
+    class RestClient:
+        def __getattr__(self, verb):
+            return lambda url, headers=None, **kwargs: sent.append((verb, headers))
+
+    make_api(monkeypatch, DynamicClient({}))
+    client = kubernetes.client.ApiClient()
+    client.rest_client = RestClient()
+    client.request('GET', 'https://127.0.0.1/api', headers={'Accept': 'application/json'})
+    client.request('PATCH', 'https://127.0.0.1/api/v1/nodes/a', headers={'Content-Type': 'application/merge-patch+json'})
+    assert sent == [('GET', {'Accept': 'application/json', 'Accept-Encoding': 'gzip'}),
+                    ('PATCH', {'Content-Type': 'application/merge-patch+json', 'Accept-Encoding': 'gzip'})]

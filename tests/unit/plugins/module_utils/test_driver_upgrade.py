@@ -172,7 +172,7 @@ class RolloutCluster:
         wanted = 'ml' if namespace == 'ml' else 'gpu'
         return [copy.deepcopy(p) for p in self.pods.values() if p['metadata']['namespace'] == wanted]
 
-    def list_nodes(self, label_selector=None, page_size=None):
+    def list_nodes(self, label_selector=None, page_size=None, view=None):
         return iter(copy.deepcopy(list(self.nodes.values())))
 
     def list_node_pods(self, name):

@@ -4,6 +4,7 @@
 import pytest
 
 from ansible_collections.accelerators.gpu.plugins.module_utils import operand_wait
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import NODE_FULL, NODE_METADATA
 from ansible_collections.accelerators.gpu.plugins.module_utils.operand_wait import WAIT_ARGUMENT_SPEC, job_summary, wait_params
 from ansible_collections.accelerators.gpu.plugins.module_utils.validation import validation_plan
 
@@ -66,7 +67,7 @@ class NodeReads:
     def __init__(self, *looks):
         self.looks = list(looks)
 
-    def nodes(self, names, selector):
+    def nodes(self, names, selector, labels_only=False):
         return self.looks.pop(0) if len(self.looks) > 1 else self.looks[0]
 
     def warning_events(self):
@@ -119,3 +120,19 @@ def test_node_labels_go_with_daemonsets_only():
         assert 'node_labels' in str(error)
     else:
         raise AssertionError('accepted')
+
+
+def test_node_reads_ask_for_metadata_only_when_labels_are_all_a_wait_reads():
+    class API:
+        def __init__(self):
+            self.views = []
+
+        def list_nodes(self, label_selector=None, view=None):
+            self.views.append((label_selector, view))
+            return iter([{'metadata': {'name': 'gpu-0'}}, {'metadata': {'name': 'gpu-1'}}])
+
+    api = API()
+    reads = operand_wait.OperandReads(api, 'gpu')
+    assert reads.nodes(['gpu-1'], '', labels_only=True) == [{'metadata': {'name': 'gpu-1'}}]
+    assert len(reads.nodes([], 'gpu=true')) == 2
+    assert api.views == [(None, NODE_METADATA), ('gpu=true', NODE_FULL)]

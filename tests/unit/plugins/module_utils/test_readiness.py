@@ -365,7 +365,7 @@ class FakeReads:
         self.calls.append(('events',))
         return self._events
 
-    def nodes(self, names, selector):
+    def nodes(self, names, selector, labels_only=False):
         return list(self._nodes)
 
     def endpoint_slices(self, service):
