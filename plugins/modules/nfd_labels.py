@@ -22,7 +22,7 @@ description:
     releases too old to use.
   - Optionally waits until every selected node (or at least I(min_gpu_nodes) GPU nodes) carries NFD labels.
   - Optionally manages C(nvidia.com/gpu.present) and C(nvidia.com/gpu.deploy.<operand>) labels on GPU nodes, as the
-    GPU Operator does: one deploy label per operand deployed (O(operands)). A label that exists is never overwritten,
+    GPU Operator does, one deploy label per operand deployed (O(operands)). A label that exists is never overwritten,
     whatever its value (an admin's opt-out, or an upgrade pausing the node); C(nvidia.com/gpu.deploy.operands=false)
     removes the C(true) ones, and so does an operand left out of O(operands) for its own label.
   - Every result carries I(api_requests), the API requests the module sent, by HTTP verb.
