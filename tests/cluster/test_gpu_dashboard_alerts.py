@@ -40,9 +40,9 @@ ALERTS = ["GPUOperatorNodeDeploymentDriverFailed", "GPUOperatorNodeDeploymentToo
 # What the dashboard must show (the metrics of the DCGM exporter's default list it draws on).
 DASHBOARD_METRICS = {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_GPU_TEMP",
                      "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_XID_ERRORS"}
-# Every series the expressions may read: the DCGM exporter's (default list) and kube-state-metrics'.
+# Every series the expressions may read: the DCGM exporter's (its metrics list) and kube-state-metrics'.
 KNOWN_METRICS = PROFILING_LIST_FIELDS | {"kube_pod_info", "kube_pod_status_ready", "kube_pod_status_phase",
-                                     "kube_node_status_capacity", "kube_node_status_allocatable"}
+                                         "kube_node_status_capacity", "kube_node_status_allocatable"}
 METRIC = re.compile(r"\b(DCGM_FI_[A-Z0-9_]+|kube_[a-z_]+)\b")
 PAIRS = {")": "(", "}": "{", "]": "["}
 
