@@ -7,10 +7,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.image_list import (
-    image_list, image_set_configuration, skopeo_sync)
+    image_list, image_set_configuration, nfd_image, skopeo_sync)
 
 
 class FilterModule(object):
     def filters(self):
         return {'image_list': image_list, 'image_set_configuration': image_set_configuration,
-                'skopeo_sync': skopeo_sync}
+                'skopeo_sync': skopeo_sync, 'nfd_image': nfd_image}

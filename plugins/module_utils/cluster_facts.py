@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """What the states of the stack need to know about the cluster before they apply anything, read in one go:
-whether it is OpenShift, the container runtime of the toolkit's nodes, the operand namespace, an NFD already
+whether it is OpenShift and which version, the container runtime of the toolkit's nodes, the operand namespace, an NFD already
 running, the CRDs and namespaces of optional integrations, whether the cluster's Proxy sets anything."""
 
 from __future__ import absolute_import, division, print_function
@@ -35,12 +35,19 @@ def container_runtimes(nodes):
                 for node in nodes)
 
 
+def openshift_version(cluster_version):
+    """The version the ClusterVersion 'version' says the cluster runs or is being upgraded to (status.desired.version,
+    as the cluster's catalogs follow it), or None without one."""
+    return (((cluster_version or {}).get('status') or {}).get('desired') or {}).get('version') or None
+
+
 def read_facts(api, namespace, detect_openshift, runtime_label_selector, daemonset_name, crd_names, proxy=False,
                namespace_names=()):
     """The facts, as cluster_facts returns them. api: a ClusterAPI."""
     facts = {'namespace': api.read_optional(NAMESPACE % namespace)[0]}
     if detect_openshift:
-        facts['openshift_api'] = api.read_optional(CLUSTER_VERSION)[1]
+        cluster_version, facts['openshift_api'] = api.read_optional(CLUSTER_VERSION)
+        facts['openshift_version'] = openshift_version(cluster_version)
     if runtime_label_selector is not None:
         facts['container_runtimes'] = container_runtimes(api.list_nodes(runtime_label_selector or None, view=NODE_INFO))
     if daemonset_name:

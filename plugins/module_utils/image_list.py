@@ -7,15 +7,37 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+
 from ansible_collections.accelerators.gpu.plugins.module_utils.mirrors import parse_image_reference
 from ansible_collections.accelerators.gpu.plugins.module_utils.registry import registry_repository
 
 IMAGE_SET_API_VERSION = 'mirror.openshift.io/v2alpha1'
+# OpenShift's build of the NFD operand, one tag per OpenShift minor; RHEL 9 based (-rhel9) from OpenShift 4.15.
+NFD_OPENSHIFT_REPOSITORY = 'registry.redhat.io/openshift4/ose-node-feature-discovery'
+NFD_OPENSHIFT_RHEL9_FROM = (4, 15)
+_MAJOR_MINOR = re.compile(r'^v?(\d+)\.(\d+)(?:[.-]|$)')
 
 
 def image_list(images):
     """Sorted, unique references, as given (empty entries dropped)."""
     return sorted(set(image for image in images if image))
+
+
+def nfd_image(openshift_version, openshift, openshift_image='', kubernetes_image=''):
+    """The NFD operand image a cluster needs: on OpenShift openshift_image when set, else the build of the cluster's
+    OpenShift minor (NFD_OPENSHIFT_REPOSITORY[-rhel9]:v<major>.<minor>, as the NFD operator of that release runs it),
+    None when openshift_version says no minor; elsewhere kubernetes_image (upstream NFD)."""
+    if not openshift:
+        return kubernetes_image
+    if openshift_image:
+        return openshift_image
+    match = _MAJOR_MINOR.match(openshift_version or '')
+    if not match:
+        return None
+    release = (int(match.group(1)), int(match.group(2)))
+    return '%s%s:v%d.%d' % ((NFD_OPENSHIFT_REPOSITORY, '-rhel9' if release >= NFD_OPENSHIFT_RHEL9_FROM else '')
+                            + release)
 
 
 def pod_template_images(workloads):

@@ -30,12 +30,14 @@ GPU_PRESENT_LABEL = 'nvidia.com/gpu.present'
 DRIVER_UPGRADE_STATE_LABEL = 'nvidia.com/gpu-driver-upgrade-state'
 DEPLOY_LABEL_PREFIX = 'nvidia.com/gpu.deploy.'
 OPERANDS_SWITCH = 'operands'
+# One deploy label per state the collection deploys; the roles pass the states enabled (common_deploy_operands).
 OPERANDS = (
     'driver',
     'container-toolkit',
     'device-plugin',
     'dcgm-exporter',
     'gpu-feature-discovery',
+    # The validator DaemonSet (role container_toolkit), writing the node files the operands wait on.
     'operator-validator',
 )
 GFD_LABELS = {
@@ -223,17 +225,20 @@ def group_nodes(facts_list):
     return groups
 
 
-def plan_gpu_node_labels(node_facts_or_node, operands=OPERANDS, present=True):
+def plan_gpu_node_labels(node_facts_or_node, operands=None, present=True):
     """Label changes for one node: {label: value to set, or None to remove}; {} means nothing to change.
 
     present=True: a GPU node gets nvidia.com/gpu.present=true and nvidia.com/gpu.deploy.<operand>=true for
-    each operand whose label is absent. A label that exists, whatever its value (even empty), is the admin's
-    or an upgrade's and is never overwritten, as the GPU Operator does.
+    each operand of operands (None: OPERANDS) whose label is absent. A label that exists, whatever its value (even
+    empty), is the admin's or an upgrade's and is never overwritten, as the GPU Operator does. The 'true' label of
+    an operand the collection manages (OPERANDS) that is not in operands goes: its state is
+    switched off, so nothing is deployed behind it.
     A node NFD labelled without an NVIDIA PCI device but with gpu.present (its GPU is gone) gets
     gpu.present=false, as the GPU Operator does. A node without NFD labels is left alone: nothing says
     its GPU is gone, NFD may just be down.
-    present=False removes what this collection manages (uninstall): gpu.present, deploy labels set to 'true', the
-    driver rollout's nvidia.com/gpu-driver-upgrade-state and the labels GPU feature discovery wrote
+    present=False with operands: removes the 'true' deploy labels of those operands only (a state switched off).
+    present=False without operands removes what this collection manages (uninstall): gpu.present, deploy labels set
+    to 'true', the driver rollout's nvidia.com/gpu-driver-upgrade-state and the labels GPU feature discovery wrote
     (gfd_labels.is_gfd_label: nvidia.com/gpu.product, cuda.*, mig.capable, ...; not mig.config, an admin's).
 
     Removal (kill switch nvidia.com/gpu.deploy.operands=false, GPU gone, present=False) takes away every
@@ -244,22 +249,26 @@ def plan_gpu_node_labels(node_facts_or_node, operands=OPERANDS, present=True):
     facts = node_facts_or_node if 'labels' in node_facts_or_node else node_facts(node_facts_or_node)
     labels = facts['labels']
     deploy = facts['deploy_labels']
-    remove_true_deploy_labels = dict(
-        (DEPLOY_LABEL_PREFIX + operand, None)
-        for operand, value in deploy.items() if value == 'true' and operand != OPERANDS_SWITCH
-    )
+
+    def remove_true(selected):
+        return dict((DEPLOY_LABEL_PREFIX + operand, None) for operand, value in deploy.items()
+                    if value == 'true' and operand != OPERANDS_SWITCH and selected(operand))
+
     if not present:
-        changes = remove_true_deploy_labels
+        if operands is not None:
+            return remove_true(lambda operand: operand in operands)
+        changes = remove_true(lambda operand: True)
         for label in (GPU_PRESENT_LABEL, DRIVER_UPGRADE_STATE_LABEL):
             if label in labels:
                 changes[label] = None
         changes.update(gfd_labels_to_remove(labels))
         return changes
+    operands = OPERANDS if operands is None else operands
     if not facts['gpu_present']:
         # Only a node this stack labelled (gpu.present set) loses its deploy labels.
         if not facts['nfd_labelled'] or GPU_PRESENT_LABEL not in labels:
             return {}
-        changes = remove_true_deploy_labels
+        changes = remove_true(lambda operand: True)
         if labels[GPU_PRESENT_LABEL] == 'true':
             changes[GPU_PRESENT_LABEL] = 'false'
         return changes
@@ -267,8 +276,9 @@ def plan_gpu_node_labels(node_facts_or_node, operands=OPERANDS, present=True):
     if labels.get(GPU_PRESENT_LABEL) != 'true':
         changes[GPU_PRESENT_LABEL] = 'true'
     if deploy.get(OPERANDS_SWITCH) == 'false':
-        changes.update(remove_true_deploy_labels)
+        changes.update(remove_true(lambda operand: True))
         return changes
+    changes.update(remove_true(lambda operand: operand in OPERANDS and operand not in operands))
     for operand in operands:
         if operand not in deploy:
             changes[DEPLOY_LABEL_PREFIX + operand] = 'true'

@@ -13,8 +13,8 @@ version_added: 0.1.0
 author: accelerators.gpu developers (@accelerators-gpu)
 description:
   - Reads, in one module run instead of one per object, the operand namespace, whether the API server serves
-    OpenShift's C(config.openshift.io) API, the container runtime of selected nodes, the DaemonSets of a name in every
-    namespace, and which of some CustomResourceDefinitions and namespaces exist.
+    OpenShift's C(config.openshift.io) API and the OpenShift version, the container runtime of selected nodes, the
+    DaemonSets of a name in every namespace, and which of some CustomResourceDefinitions and namespaces exist.
   - Never changes anything. Every result carries I(api_requests), the API requests sent, by HTTP verb, and
     I(api_response_bytes), the bytes of the answers.
 options:
@@ -23,7 +23,9 @@ options:
     type: str
     required: true
   detect_openshift:
-    description: Find out whether the API server serves C(config.openshift.io/v1) ClusterVersions (RV(openshift_api)).
+    description:
+      - Find out whether the API server serves C(config.openshift.io/v1) ClusterVersions (RV(openshift_api)) and
+        which OpenShift version the cluster runs (RV(openshift_version)).
     type: bool
     default: true
   runtime_label_selector:
@@ -82,6 +84,13 @@ openshift_api:
   description: Whether the API server serves C(config.openshift.io/v1) ClusterVersions.
   returned: when O(detect_openshift)
   type: bool
+openshift_version:
+  description:
+    - The OpenShift version of the ClusterVersion C(version), its C(status.desired.version) (what the cluster runs, or
+      is being upgraded to), or null without one.
+  returned: when O(detect_openshift)
+  type: str
+  sample: "4.18.22"
 container_runtimes:
   description:
     - Per selected node, its container runtime from C(status.nodeInfo.containerRuntimeVersion) without the version

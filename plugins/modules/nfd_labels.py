@@ -22,8 +22,9 @@ description:
     releases too old to use.
   - Optionally waits until every selected node (or at least I(min_gpu_nodes) GPU nodes) carries NFD labels.
   - Optionally manages C(nvidia.com/gpu.present) and C(nvidia.com/gpu.deploy.<operand>) labels on GPU nodes, as the
-    GPU Operator does. A label that exists is never overwritten, whatever its value (an admin's opt-out, or an
-    upgrade pausing the node); C(nvidia.com/gpu.deploy.operands=false) removes the C(true) ones.
+    GPU Operator does, one deploy label per operand deployed (O(operands)). A label that exists is never overwritten,
+    whatever its value (an admin's opt-out, or an upgrade pausing the node); C(nvidia.com/gpu.deploy.operands=false)
+    removes the C(true) ones, and so does an operand left out of O(operands) for its own label.
   - Every result carries I(api_requests), the API requests the module sent, by HTTP verb, and
     I(api_response_bytes), the bytes of the answers.
 options:
@@ -64,7 +65,9 @@ options:
     default: 0
   manage_labels:
     description:
-      - Set C(nvidia.com/gpu.present=true) and each absent C(nvidia.com/gpu.deploy.<operand>=true) on GPU nodes;
+      - Set C(nvidia.com/gpu.present=true) and each absent C(nvidia.com/gpu.deploy.<operand>=true) of O(operands) on
+        GPU nodes, and remove the C(true) label of every other operand the collection deploys (its state is switched
+        off);
         set C(nvidia.com/gpu.present=false) and remove C(true) deploy labels on nodes whose GPU is gone (NFD labels
         them, without an NVIDIA PCI device).
       - Check mode sends the label patches as server-side dry runs; with C(--diff) the result shows each node's
@@ -73,8 +76,10 @@ options:
     default: false
   labels_state:
     description:
-      - With I(manage_labels), V(absent) removes C(nvidia.com/gpu.present), every C(nvidia.com/gpu.deploy.*)
-        label whose value is C(true), the driver rollout's C(nvidia.com/gpu-driver-upgrade-state) and the labels GPU
+      - With I(manage_labels) and O(operands), V(absent) removes the C(true) deploy labels of those operands only (a
+        state switched off).
+      - With I(manage_labels) and no O(operands), V(absent) removes C(nvidia.com/gpu.present), every
+        C(nvidia.com/gpu.deploy.*) label whose value is C(true), the driver rollout's C(nvidia.com/gpu-driver-upgrade-state) and the labels GPU
         feature discovery writes (C(nvidia.com/gpu.product), C(gpu.memory), C(gpu.count), C(nvidia.com/cuda.*),
         C(nvidia.com/mig.capable), C(mig.strategy), C(nvidia.com/mig-<profile>.*), C(nvidia.com/gfd.timestamp)...)
         (uninstall); other values and labels, chosen by an admin (C(nvidia.com/mig.config)...), stay.
@@ -91,10 +96,12 @@ options:
     default: false
   operands:
     description:
-      - Operands whose C(nvidia.com/gpu.deploy.<operand>) label is managed.
+      - Operands whose C(nvidia.com/gpu.deploy.<operand>) label is set (the states deployed); see O(labels_state) for
+        V(absent).
+      - Omitted, with V(present), every operand the collection deploys (C(driver), C(container-toolkit),
+        C(device-plugin), C(dcgm-exporter), C(gpu-feature-discovery), C(operator-validator)).
     type: list
     elements: str
-    default: [driver, container-toolkit, device-plugin, dcgm-exporter, gpu-feature-discovery, operator-validator]
 attributes:
   check_mode:
     description: Label patches are sent as server-side dry runs, so the API server validates them and stores nothing.
@@ -254,7 +261,6 @@ api_response_bytes:
 '''
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import FULL_NODE_PAGE_SIZE, run_module
-from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import OPERANDS
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_inventory import run
 
 
@@ -269,7 +275,7 @@ def main():
         manage_labels=dict(type='bool', default=False),
         labels_state=dict(type='str', choices=['present', 'absent'], default='present'),
         return_labels=dict(type='bool', default=False),
-        operands=dict(type='list', elements='str', default=list(OPERANDS)),
+        operands=dict(type='list', elements='str'),
     ), run)
 
 

@@ -64,7 +64,10 @@ DEPLOY_RULES = [
     {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list"]},
     {"apiGroups": [""], "resources": ["serviceaccounts", "configmaps", "services", "secrets"],
      "verbs": ["get", "create", "patch", "delete"]},
-    {"apiGroups": ["node.k8s.io"], "resources": ["runtimeclasses"], "verbs": ["get", "create", "patch"]},
+    # The DCGM exporter's prometheus-k8s Role grants OpenShift's monitoring these reads (granted, so held).
+    {"apiGroups": [""], "resources": ["services", "endpoints", "pods"], "verbs": ["get", "list", "watch"]},
+    # delete: the RuntimeClasses of CDI when it is switched off.
+    {"apiGroups": ["node.k8s.io"], "resources": ["runtimeclasses"], "verbs": ["get", "create", "patch", "delete"]},
     {"apiGroups": ["monitoring.coreos.com"], "resources": ["servicemonitors"], "verbs": ["get", "create", "patch"]},
     # The alerts' PrometheusRule (delete: when dcgm_exporter_alerts is switched off).
     {"apiGroups": ["monitoring.coreos.com"], "resources": ["prometheusrules"],

@@ -1,6 +1,8 @@
-"""The DCGM exporter role's console dashboard and alerts: the manifests it renders (no cluster), their life on the
-OpenShift flavour (applied by the deploy, unchanged by a re-run and by check mode, the alerts removed when switched
-off, both removed by the uninstall and nothing else with them), and their absence on plain Kubernetes."""
+"""The DCGM exporter role's console dashboard, alerts, recording rules and OpenShift monitoring RBAC: the manifests it
+renders (no cluster), their life on the OpenShift flavour (applied by the deploy, unchanged by a re-run and by check
+mode, the rules removed when switched off, all removed by the uninstall and nothing else with them), the exporter's
+metrics list, and their absence on plain Kubernetes. The same deploy, with CDI on, checks the container toolkit's
+RuntimeClasses (three with CDI, only the operands' without, none after the uninstall)."""
 
 import json
 import os
@@ -21,15 +23,26 @@ ROLE = os.path.join(ROOT, "roles", "dcgm_exporter")
 DASHBOARD = ("openshift-config-managed", "nvidia-dcgm-exporter-dashboard")
 DASHBOARD_KEY = "dcgm-exporter-dashboard.json"
 RULE = "nvidia-gpu-alerts"
+RECORDING_RULE = "nvidia-dcgm-exporter"
+RECORDS = {"accelerator_gpu_utilization", "accelerator_memory_used_bytes", "accelerator_memory_total_bytes",
+           "accelerator_power_usage_watts", "accelerator_temperature_celsius", "accelerator_sm_clock_hertz",
+           "accelerator_memory_clock_hertz"}
+# The exporter's metrics list by default, as the GPU Operator's (in the image), and the fields of it the rules and the
+# dashboard read (dcgm-exporter's etc/dcp-metrics-included.csv).
+COLLECTORS = "/etc/dcgm-exporter/dcp-metrics-included.csv"
+PROFILING_LIST_FIELDS = {"DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_GPU_TEMP",
+                         "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_XID_ERRORS",
+                         "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_RESERVED"}
+RUNTIME_CLASSES = ("nvidia", "nvidia-cdi", "nvidia-legacy")
 ALERTS = ["GPUOperatorNodeDeploymentDriverFailed", "GPUOperatorNodeDeploymentToolkitFailed",
           "GPUOperatorNodeDeploymentFailed", "GPUOperatorNodeDeploymentCudaFailed", "GPUXidError",
           "GPUTemperatureHigh", "GPUNodeGPUsUnavailable", "GPUNodeMetricsMissing"]
 # What the dashboard must show (the metrics of the DCGM exporter's default list it draws on).
 DASHBOARD_METRICS = {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_GPU_TEMP",
                      "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_XID_ERRORS"}
-# Every series the expressions may read: the DCGM exporter's (default list) and kube-state-metrics'.
-KNOWN_METRICS = DASHBOARD_METRICS | {"kube_pod_info", "kube_pod_status_ready", "kube_pod_status_phase",
-                                     "kube_node_status_capacity", "kube_node_status_allocatable"}
+# Every series the expressions may read: the DCGM exporter's (its metrics list) and kube-state-metrics'.
+KNOWN_METRICS = PROFILING_LIST_FIELDS | {"kube_pod_info", "kube_pod_status_ready", "kube_pod_status_phase",
+                                         "kube_node_status_capacity", "kube_node_status_allocatable"}
 METRIC = re.compile(r"\b(DCGM_FI_[A-Z0-9_]+|kube_[a-z_]+)\b")
 PAIRS = {")": "(", "}": "{", "]": "["}
 
@@ -87,7 +100,9 @@ def render(variables):
                  "vars_files": [os.path.join(ROLE, "defaults", "main.yml"), os.path.join(ROLE, "vars", "main.yml")],
                  "tasks": [{"name": "render", "ansible.builtin.debug": {"msg": "{{ query('ansible.builtin.template', "
                                                                                "'prometheusrule.yml.j2', "
-                                                                               "'dashboard_configmap.yml.j2') }}"}}]}]
+                                                                               "'dashboard_configmap.yml.j2', "
+                                                                               "'recording_rules.yml.j2', "
+                                                                               "'prometheus_rbac.yml.j2') }}"}}]}]
         path = os.path.join(workdir, "render.yml")
         with open(path, "w") as handle:
             yaml.safe_dump(play, handle)
@@ -100,8 +115,10 @@ def render(variables):
             env=env, cwd=workdir, capture_output=True, text=True, timeout=120, check=False)
     assert process.returncode == 0, (process.stdout[-3000:], process.stderr[-3000:])
     assert "WARNING]" not in process.stderr, process.stderr
-    rule_text, dashboard_text = json.loads(process.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]["msg"]
-    return yaml.safe_load(rule_text), yaml.safe_load(dashboard_text)
+    rule_text, dashboard_text, recording_text, rbac_text = json.loads(
+        process.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]["msg"]
+    return (yaml.safe_load(rule_text), yaml.safe_load(dashboard_text), yaml.safe_load(recording_text),
+            list(yaml.safe_load_all(rbac_text)))
 
 
 def rules_of(rule):
@@ -129,6 +146,38 @@ def check_rule(rule, namespace):
     return rules
 
 
+def check_recording_rules(rule, namespace):
+    """The GPU Operator's accelerator_* recording rules, in the units their names say, reading this stack's exporter."""
+    assert (rule["kind"], rule["metadata"]["name"], rule["metadata"]["namespace"]) == (
+        "PrometheusRule", RECORDING_RULE, namespace)
+    assert rule["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "accelerators.gpu"
+    [group] = rule["spec"]["groups"]
+    records = {entry["record"]: entry for entry in group["rules"]}
+    assert set(records) == RECORDS
+    for name, entry in records.items():
+        assert promql_problems(entry["expr"]) == [], (name, entry["expr"])
+        assert set(METRIC.findall(entry["expr"])) <= PROFILING_LIST_FIELDS, name
+        assert 'namespace="%s"' % namespace in entry["expr"], name
+        assert entry["labels"] == {"vendor": "nvidia"}, name
+    # MiB and MHz as DCGM reports them, bytes and hertz as the names say.
+    assert records["accelerator_memory_used_bytes"]["expr"].endswith("* 1048576")
+    assert records["accelerator_sm_clock_hertz"]["expr"].endswith("* 1000000")
+    return records
+
+
+def check_prometheus_rbac(role, binding, namespace):
+    """The GPU Operator's prometheus-k8s Role and RoleBinding: OpenShift's monitoring reads the exporter's endpoints."""
+    assert (role["kind"], role["metadata"]["name"], role["metadata"]["namespace"]) == ("Role", "prometheus-k8s", namespace)
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["services", "endpoints", "pods"],
+                              "verbs": ["get", "list", "watch"]}]
+    assert (binding["kind"], binding["metadata"]["name"], binding["roleRef"]["name"]) == (
+        "RoleBinding", "prometheus-k8s", "prometheus-k8s")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "prometheus-k8s",
+                                    "namespace": "openshift-monitoring"}]
+    for item in (role, binding):
+        assert item["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "accelerators.gpu"
+
+
 def check_dashboard(config_map):
     """The dashboard ConfigMap: the console's labels, and a Grafana dashboard whose panels query the DCGM metrics."""
     assert (config_map["metadata"]["namespace"], config_map["metadata"]["name"]) == DASHBOARD
@@ -154,17 +203,19 @@ def check_dashboard(config_map):
 
 
 def test_rendered_rule_and_dashboard_are_sound_with_defaults_and_overrides():
-    rule, config_map = render({"common_namespace": "gpu-stack"})
+    rule, config_map, recording, (role, binding) = render({"common_namespace": "gpu-stack"})
     rules = check_rule(rule, "gpu-stack")
     check_dashboard(config_map)
+    check_recording_rules(recording, "gpu-stack")
+    check_prometheus_rbac(role, binding, "gpu-stack")
     assert (rules["GPUXidError"]["labels"]["severity"], rules["GPUXidError"]["for"]) == ("warning", "0s")
     assert rules["GPUTemperatureHigh"]["expr"].strip().endswith("> 85")
     assert rules["GPUNodeGPUsUnavailable"]["labels"]["severity"] == "critical"
     assert rules["GPUOperatorNodeDeploymentDriverFailed"]["for"] == "30m"
 
-    rule, _config_map = render({"common_namespace": "gpu-stack", "dcgm_exporter_alerts_temperature_threshold": 78,
-                                "dcgm_exporter_alerts_severity": {"GPUXidError": "critical"},
-                                "dcgm_exporter_alerts_for": {"GPUTemperatureHigh": "10m"}})
+    rule = render({"common_namespace": "gpu-stack", "dcgm_exporter_alerts_temperature_threshold": 78,
+                   "dcgm_exporter_alerts_severity": {"GPUXidError": "critical"},
+                   "dcgm_exporter_alerts_for": {"GPUTemperatureHigh": "10m"}})[0]
     rules = check_rule(rule, "gpu-stack")
     assert rules["GPUXidError"]["labels"]["severity"] == "critical"
     assert rules["GPUTemperatureHigh"]["for"] == "10m"
@@ -188,8 +239,19 @@ def dashboard_of(cluster):
     return read_optional(cluster, "/api/v1/namespaces/%s/configmaps/%s" % DASHBOARD)
 
 
-def rule_of(cluster, namespace):
-    return read_optional(cluster, "/apis/monitoring.coreos.com/v1/namespaces/%s/prometheusrules/%s" % (namespace, RULE))
+def rule_of(cluster, namespace, name=RULE):
+    return read_optional(cluster, "/apis/monitoring.coreos.com/v1/namespaces/%s/prometheusrules/%s" % (namespace, name))
+
+
+def prometheus_rbac_of(cluster, namespace):
+    return [read_optional(cluster, "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/%s/prometheus-k8s" % (
+        namespace, kind)) for kind in ("roles", "rolebindings")]
+
+
+def runtime_classes(cluster):
+    """The RuntimeClasses of the toolkit's runtime handlers that exist."""
+    return [name for name in RUNTIME_CLASSES
+            if read_optional(cluster, "/apis/node.k8s.io/v1/runtimeclasses/" + name) is not None]
 
 
 def test_openshift_deploy_applies_them_reruns_unchanged_and_uninstall_removes_only_them(
@@ -203,30 +265,51 @@ def test_openshift_deploy_applies_them_reruns_unchanged_and_uninstall_removes_on
     cluster.core.create_namespaced_config_map(DASHBOARD[0], {"metadata": {
         "name": site, "labels": {"console.openshift.io/dashboard": "true"}}, "data": {"site.json": "{}"}})
     try:
-        variables = fleet_variables(namespace, spec, dcgm_exporter_alerts_temperature_threshold=80)
+        variables = fleet_variables(namespace, spec, dcgm_exporter_alerts_temperature_threshold=80,
+                                    common_cdi_enabled=True)
         first = playbook(cluster, "deploy", variables).succeeded()
         rules = check_rule(rule_of(cluster, namespace), namespace)
         assert rules["GPUTemperatureHigh"]["expr"].strip().endswith("> 80")
+        check_recording_rules(rule_of(cluster, namespace, RECORDING_RULE), namespace)
+        check_prometheus_rbac(*prometheus_rbac_of(cluster, namespace), namespace)
         dashboard = dashboard_of(cluster)
         check_dashboard(dashboard)
         applied = [item["object"] for _name, result in first.results for item in result.get("objects") or []]
-        assert "PrometheusRule %s/%s" % (namespace, RULE) in applied
+        for name in (RULE, RECORDING_RULE):
+            assert "PrometheusRule %s/%s" % (namespace, name) in applied
         assert "ConfigMap %s/%s" % DASHBOARD in applied
+        # The exporter pods read the profiling metrics list, as the GPU Operator's.
+        [exporter] = cluster.core.list_namespaced_pod(
+            namespace, label_selector="app.kubernetes.io/component=nvidia-dcgm-exporter").items
+        env = {entry.name: entry.value for entry in exporter.spec.containers[0].env}
+        assert env["DCGM_EXPORTER_COLLECTORS"] == COLLECTORS
+        # CDI on: the toolkit's three runtime handlers have their RuntimeClass.
+        assert runtime_classes(cluster) == list(RUNTIME_CLASSES)
 
         assert playbook(cluster, "deploy", variables).succeeded().stats["changed"] == 0
         assert playbook(cluster, "deploy", variables, check=True).succeeded().stats["changed"] == 0
         assert dashboard_of(cluster)["metadata"]["resourceVersion"] == dashboard["metadata"]["resourceVersion"]
 
-        # Alerts switched off go; the dashboard stays as it was.
-        off = playbook(cluster, "deploy", dict(variables, dcgm_exporter_alerts=False), tags="dcgm_exporter")
-        assert off.succeeded().stats["changed"] == 1
-        assert rule_of(cluster, namespace) is None
+        # Rules switched off go, and with CDI off its RuntimeClasses, nothing else: the dashboard and the monitoring
+        # RBAC stay as they were, and so does the operands' RuntimeClass.
+        off = playbook(cluster, "deploy", dict(variables, dcgm_exporter_alerts=False, dcgm_exporter_recording_rules=False,
+                                               common_cdi_enabled=False), tags="container_toolkit,dcgm_exporter")
+        deleted = {item["object"] for _name, result in off.succeeded().results for item in result.get("objects") or []
+                   if item["action"] == "deleted"}
+        assert deleted == {"PrometheusRule %s/%s" % (namespace, RULE), "PrometheusRule %s/%s" % (namespace, RECORDING_RULE),
+                           "RuntimeClass nvidia-cdi", "RuntimeClass nvidia-legacy"}
+        assert (rule_of(cluster, namespace), rule_of(cluster, namespace, RECORDING_RULE)) == (None, None)
         assert dashboard_of(cluster)["metadata"]["resourceVersion"] == dashboard["metadata"]["resourceVersion"]
-        playbook(cluster, "deploy", variables, tags="dcgm_exporter").succeeded()
-        assert rule_of(cluster, namespace) is not None
+        assert None not in prometheus_rbac_of(cluster, namespace)
+        assert runtime_classes(cluster) == ["nvidia"]
+        playbook(cluster, "deploy", variables, tags="container_toolkit,dcgm_exporter").succeeded()
+        assert None not in (rule_of(cluster, namespace), rule_of(cluster, namespace, RECORDING_RULE))
+        assert runtime_classes(cluster) == list(RUNTIME_CLASSES)
 
         playbook(cluster, "uninstall", variables).succeeded()
-        assert rule_of(cluster, namespace) is None
+        assert (rule_of(cluster, namespace), rule_of(cluster, namespace, RECORDING_RULE)) == (None, None)
+        assert prometheus_rbac_of(cluster, namespace) == [None, None]
+        assert runtime_classes(cluster) == []
         assert dashboard_of(cluster) is None
         # The namespace existed before the deploy: it stays, and so do the site's dashboards.
         assert cluster.core.read_namespace(namespace).metadata.deletion_timestamp is None
@@ -251,7 +334,8 @@ def test_kubernetes_without_the_apis_skips_them_and_uninstalls_cleanly(kubernete
 
         run = playbook(kubernetes_cluster, "deploy", variables).succeeded()
         applied = [item["object"] for _name, result in run.results for item in result.get("objects") or []]
-        assert not [name for name in applied if name.startswith("PrometheusRule") or DASHBOARD[1] in name]
+        assert not [name for name in applied if name.startswith("PrometheusRule") or DASHBOARD[1] in name
+                    or name.endswith("/prometheus-k8s")]
         assert any(name.startswith("DaemonSet %s/nvidia-dcgm-exporter" % namespace) for name in applied)
         assert dashboard_of(kubernetes_cluster) is None
         assert read_optional(kubernetes_cluster, "/apis/monitoring.coreos.com/v1") is None

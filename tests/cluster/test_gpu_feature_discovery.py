@@ -13,6 +13,8 @@ from localcluster import fleet as fleets
 from test_deploy import fleet_variables, gpu_fleet, node_labels, playbook, status_of
 
 DRIVER_VERSION = ("570", "172", "08")  # common_driver_version's default
+GFD_DEPLOY = "nvidia.com/gpu.deploy.gpu-feature-discovery"
+VALIDATOR_DEPLOY = "nvidia.com/gpu.deploy.operator-validator"
 GFD_TASK = ": GPU feature discovery service account, RBAC and DaemonSet, then wait until every node carries its labels"
 GROUPS = [
     {"name": "a100", "count": 2, "gpu": {"product": "NVIDIA-A100-SXM4-80GB", "count": 8}, "os": {"rhcos": RHCOS_416},
@@ -85,6 +87,9 @@ def test_every_gpu_node_carries_gfd_labels_of_its_hardware_shown_by_status_rerun
             # The none MIG strategy: GFD writes no nvidia.com/mig.strategy.
             assert "nvidia.com/mig.strategy" not in carried
         assert gfd_labels_of(labels[cpu]) == {}
+        # A deploy label per state deployed: GFD's and the validator DaemonSet's among them.
+        assert all(labels[name].get(GFD_DEPLOY) == "true" and labels[name].get(VALIDATOR_DEPLOY) == "true"
+                   for name in gpu_nodes)
 
         daemonset = cluster.apps.read_namespaced_daemon_set("gpu-feature-discovery", namespace)
         pod_spec = daemonset.spec.template.spec
@@ -130,6 +135,8 @@ def test_every_gpu_node_carries_gfd_labels_of_its_hardware_shown_by_status_rerun
             timeout=60, message="GFD pods gone")
         wait_for(lambda: not any(gfd_labels_of(labels) for labels in node_labels(cluster, names).values()),
                  timeout=60, message="GFD labels gone with its pods")
+        # Nothing is deployed behind its deploy label any more.
+        assert not [name for name, labels in node_labels(cluster, names).items() if GFD_DEPLOY in labels]
         status = status_of(cluster, off)
         assert status["ready"] is True
         assert {(row["product"], row["gpu_info"], row["gpu_feature_discovery"]) for row in status["nodes"]} == {

@@ -9,8 +9,8 @@ from playbook import run, warm_up
 MODULE = "accelerators.gpu.nfd_labels"
 PRESENT = "nvidia.com/gpu.present"
 DEPLOY = "nvidia.com/gpu.deploy."
-OPERANDS = ("driver", "container-toolkit", "device-plugin", "dcgm-exporter", "gpu-feature-discovery",
-            "operator-validator")
+# One per state the collection deploys: nfd_labels' default.
+OPERANDS = ("driver", "container-toolkit", "device-plugin", "dcgm-exporter", "gpu-feature-discovery", "operator-validator")
 
 
 def gpu_labels(cluster, node):
@@ -96,6 +96,23 @@ def test_label_management_check_mode_diff_opt_out_kill_switch_and_uninstall(clus
     again = run(cluster, MODULE, args, diff=True)
     assert (again["changed"], again["label_changes"], again["diff"]) == (False, {}, [])
     assert "PATCH" not in again["api_requests"]
+
+    # A state switched off loses its label; an admin's value stays. Enabled again, the label comes back.
+    set_labels(cluster, gpu1, {DEPLOY + "operator-validator": "false"})
+    without_gfd = run(cluster, MODULE, dict(args, operands=[op for op in OPERANDS if op not in (
+        "gpu-feature-discovery", "operator-validator")]))
+    assert without_gfd["label_changes"] == {
+        gpu0: {DEPLOY + "gpu-feature-discovery": None, DEPLOY + "operator-validator": None},
+        gpu1: {DEPLOY + "gpu-feature-discovery": None}}
+    assert run(cluster, MODULE, args)["label_changes"] == {
+        gpu0: {DEPLOY + "gpu-feature-discovery": "true", DEPLOY + "operator-validator": "true"},
+        gpu1: {DEPLOY + "gpu-feature-discovery": "true"}}
+    # absent with operands: those operands' labels only (GPU feature discovery switched off with its tag alone).
+    only_gfd = run(cluster, MODULE, dict(args, labels_state="absent", operands=["gpu-feature-discovery"]))
+    assert only_gfd["label_changes"] == {gpu0: {DEPLOY + "gpu-feature-discovery": None},
+                                         gpu1: {DEPLOY + "gpu-feature-discovery": None}}
+    run(cluster, MODULE, args)
+    set_labels(cluster, gpu1, {DEPLOY + "operator-validator": "true"})
 
     # The kill switch takes gpu0's operands away; gpu.present stays (the node still has its GPU).
     set_labels(cluster, gpu0, {DEPLOY + "operands": "false"})

@@ -12,9 +12,9 @@ from playbook import play
 PCI_10DE = "feature.node.kubernetes.io/pci-10de.present"
 
 
-def unlabelled_fleet(registry):
+def unlabelled_fleet(registry, **extra):
     """Nodes that get NFD labels only once an nfd-worker pod is ready on them."""
-    return {"name": "nfd-" + os.urandom(3).hex(), "nfd": "worker", "registry": registry,
+    return {"name": "nfd-" + os.urandom(3).hex(), "nfd": "worker", "registry": registry, **extra,
             "nodes": [{"name": "gpu", "count": 2, "gpu": {"count": 4}, "os": {"rhcos": RHCOS_416}},
                       {"name": "gpu-new", "gpu": {"count": 4}, "os": {"rhcos": RHCOS_96, "openshift": "4.21"}},
                       {"name": "cpu", "os": {"rhcos": RHCOS_416}}]}
@@ -39,7 +39,8 @@ def changed(playbook_run):
 
 
 def test_openshift_installs_nfd_through_olm_and_waits_for_the_labels(cluster, make_fleet):
-    fleet = make_fleet(unlabelled_fleet(["registry.redhat.io/*"]))
+    # The NFD operand image follows the cluster's OpenShift minor.
+    fleet = make_fleet(unlabelled_fleet(["registry.redhat.io/*"], openshift={"version": "4.17.9"}))
     assert not [n for n in fleet.node_names if PCI_10DE in (cluster.core.read_node(n).metadata.labels or {})]
     first = outcome(run_nfd(cluster, fleet.spec))
     facts = [r for r in first if "nodes" in r and "groups" in r][-1]
@@ -58,6 +59,7 @@ def test_openshift_installs_nfd_through_olm_and_waits_for_the_labels(cluster, ma
     assert (subscription["spec"]["channel"], subscription["spec"]["source"]) == ("stable", "redhat-operators")
     nfd = cluster.custom.get_namespaced_custom_object("nfd.openshift.io", "v1", "openshift-nfd",
                                                       "nodefeaturediscoveries", "nfd-instance")
+    assert nfd["spec"]["operand"]["image"] == "registry.redhat.io/openshift4/ose-node-feature-discovery-rhel9:v4.17"
     assert yaml.safe_load(nfd["spec"]["workerConfig"]["configData"]) == {"sources": {"pci": {
         "deviceClassWhitelist": ["0200", "03", "12"], "deviceLabelFields": ["vendor"]}}}
     namespace = cluster.core.read_namespace("openshift-nfd")
@@ -68,7 +70,7 @@ def test_openshift_installs_nfd_through_olm_and_waits_for_the_labels(cluster, ma
 
 
 def test_openshift_unknown_package_fails_with_olm_reason(cluster, make_fleet):
-    fleet = make_fleet(unlabelled_fleet(["registry.redhat.io/*"]))
+    fleet = make_fleet(unlabelled_fleet(["registry.redhat.io/*"], openshift={"version": "4.18.22"}))
     run = run_nfd(cluster, fleet.spec, nfd_olm_package="nfd-typo", nfd_install="always")
     try:
         failed = [r for r in run if r.get("failed")]

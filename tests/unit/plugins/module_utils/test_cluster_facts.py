@@ -4,7 +4,7 @@
 import json
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_facts import (
-    container_runtimes, read_facts, runtime_name)
+    container_runtimes, openshift_version, read_facts, runtime_name)
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.test_cluster_api import (
     DynamicClient, make_api)
 
@@ -32,7 +32,8 @@ def test_runtime_names_drop_the_version_and_spell_cri_o_crio():
 def test_every_fact_in_one_pass(monkeypatch):
     client = DynamicClient({
         ('GET', '/api/v1/namespaces/gpu'): NAMESPACE,
-        ('GET', '/apis/config.openshift.io/v1/clusterversions/version'): {'kind': 'ClusterVersion'},
+        ('GET', '/apis/config.openshift.io/v1/clusterversions/version'): {
+            'kind': 'ClusterVersion', 'status': {'desired': {'version': '4.19.3'}}},
         ('GET', '/api/v1/nodes'): {'items': [node('gpu-0', 'cri-o://1.31')], 'metadata': {}},
         ('GET', '/apis/apps/v1/daemonsets'): {
             'items': [{'metadata': {'namespace': 'site-nfd', 'name': 'nfd-worker'}}], 'metadata': {}},
@@ -45,7 +46,8 @@ def test_every_fact_in_one_pass(monkeypatch):
     facts = read_facts(make_api(monkeypatch, client), 'gpu', True, 'toolkit=true', 'nfd-worker',
                        ['servicemonitors.monitoring.coreos.com', 'podmonitors.monitoring.coreos.com'], proxy=True,
                        namespace_names=['openshift-config-managed', 'openshift-console'])
-    assert facts == {'namespace': NAMESPACE, 'openshift_api': True, 'container_runtimes': {'gpu-0': 'crio'},
+    assert facts == {'namespace': NAMESPACE, 'openshift_api': True, 'openshift_version': '4.19.3',
+                     'container_runtimes': {'gpu-0': 'crio'},
                      'daemonsets': [{'namespace': 'site-nfd', 'name': 'nfd-worker'}],
                      'crds': ['servicemonitors.monitoring.coreos.com'], 'namespaces': ['openshift-config-managed'],
                      'proxy_configured': True}
@@ -60,6 +62,14 @@ def test_a_missing_namespace_and_plain_kubernetes_read_only_what_is_asked(monkey
         # An API the server does not serve: no Status details.
         ('GET', '/apis/config.openshift.io/v1/clusterversions/version'): (404, '404 page not found\n')})
     facts = read_facts(make_api(monkeypatch, client), 'gpu', True, None, None, [])
-    assert facts == {'namespace': None, 'openshift_api': False, 'crds': [], 'namespaces': []}
+    assert facts == {'namespace': None, 'openshift_api': False, 'openshift_version': None, 'crds': [],
+                     'namespaces': []}
     assert [path for _method, path, _body, _params in client.requests] == [
         '/api/v1/namespaces/gpu', '/apis/config.openshift.io/v1/clusterversions/version']
+
+
+def test_openshift_version_is_the_desired_one_or_none():
+    assert openshift_version({'status': {'desired': {'version': '4.19.0-rc.2'}, 'history': []}}) == '4.19.0-rc.2'
+    # Just created, no status yet; no ClusterVersion at all.
+    assert openshift_version({'kind': 'ClusterVersion'}) is None
+    assert openshift_version(None) is None

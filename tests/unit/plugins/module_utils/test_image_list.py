@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.image_list import (
-    image_list, image_set_configuration, pinned_reference, pod_template_images, skopeo_sync)
+    image_list, image_set_configuration, nfd_image, pinned_reference, pod_template_images, skopeo_sync)
 
 DIGEST = 'sha256:' + 'a' * 64
 OTHER = 'sha256:' + 'b' * 64
@@ -78,3 +78,23 @@ def test_pod_template_images_reads_init_containers_and_containers_of_every_workl
     job = {'kind': 'Job', 'spec': {'template': {'spec': {'containers': [{'image': 'nvcr.io/nvidia/validator:v1'}]}}}}
     assert pod_template_images([daemonset, job, {'kind': 'Deployment', 'spec': {}}]) == [
         'nvcr.io/nvidia/driver:570-rhcos4.18', 'nvcr.io/nvidia/validator:v1', 'quay.io/dtk@' + DIGEST]
+
+
+def test_nfd_image_follows_the_openshift_minor_unless_set_and_is_upstream_elsewhere():
+    upstream = 'registry.k8s.io/nfd/node-feature-discovery:v0.17.3'
+    assert nfd_image('4.18.22', True, '', upstream) == \
+        'registry.redhat.io/openshift4/ose-node-feature-discovery-rhel9:v4.18'
+    assert nfd_image('4.21.0-rc.1', True) == 'registry.redhat.io/openshift4/ose-node-feature-discovery-rhel9:v4.21'
+    assert nfd_image('4.15.3', True) == 'registry.redhat.io/openshift4/ose-node-feature-discovery-rhel9:v4.15'
+    # Before 4.15 the build is RHEL 8 based, without the suffix.
+    assert nfd_image('4.14.9', True) == 'registry.redhat.io/openshift4/ose-node-feature-discovery:v4.14'
+    # The user's image wins, whatever the version.
+    assert nfd_image('4.18.22', True, 'mirror.example.com/nfd:v4.18-fix') == 'mirror.example.com/nfd:v4.18-fix'
+    assert nfd_image(None, True, 'mirror.example.com/nfd:v4.18') == 'mirror.example.com/nfd:v4.18'
+    # No version to follow.
+    assert nfd_image(None, True) is None
+    assert nfd_image('', True) is None
+    assert nfd_image('stable', True) is None
+    # Plain Kubernetes: upstream NFD, the OpenShift settings do not matter.
+    assert nfd_image(None, False, 'mirror.example.com/nfd:v4.18', upstream) == upstream
+    assert nfd_image('4.18.22', False, '', upstream) == upstream

@@ -207,13 +207,32 @@ def test_label_plan_never_overwrites_admin_values():
         DEPLOY + 'dcgm-exporter': 'false',
         DEPLOY + 'gpu-feature-discovery': '',
     })
-    assert plan_gpu_node_labels(node, OPERANDS) == {
-        DEPLOY + 'container-toolkit': 'true', DEPLOY + 'operator-validator': 'true'}
+    assert plan_gpu_node_labels(node, OPERANDS) == {DEPLOY + 'container-toolkit': 'true'}
 
 
 def test_label_plan_only_for_requested_operands():
     assert plan_gpu_node_labels(rhcos_node('w1'), ['driver']) == {
         GPU_PRESENT_LABEL: 'true', DEPLOY + 'driver': 'true'}
+
+
+def test_label_plan_removes_the_true_label_of_a_state_switched_off():
+    extra = dict(_deploy_all(), **{GPU_PRESENT_LABEL: 'true', DEPLOY + 'mig-manager': 'true'})
+    enabled = [operand for operand in OPERANDS if operand not in ('gpu-feature-discovery', 'operator-validator')]
+    # mig-manager is no state of the collection: whoever set it keeps it.
+    assert plan_gpu_node_labels(rhcos_node('w1', extra=extra), enabled) == {
+        DEPLOY + 'gpu-feature-discovery': None, DEPLOY + 'operator-validator': None}
+    # An admin's value other than 'true' stays.
+    extra[DEPLOY + 'gpu-feature-discovery'] = 'false'
+    extra[DEPLOY + 'operator-validator'] = 'false'
+    assert plan_gpu_node_labels(rhcos_node('w1', extra=extra), enabled) == {}
+
+
+def test_absent_with_operands_removes_only_their_true_deploy_labels():
+    extra = dict(_deploy_all(), **{GPU_PRESENT_LABEL: 'true', 'nvidia.com/gpu.product': 'NVIDIA-L40S'})
+    assert plan_gpu_node_labels(rhcos_node('w1', extra=extra), ['gpu-feature-discovery'], present=False) == {
+        DEPLOY + 'gpu-feature-discovery': None}
+    extra[DEPLOY + 'gpu-feature-discovery'] = 'false'
+    assert plan_gpu_node_labels(rhcos_node('w1', extra=extra), ['gpu-feature-discovery'], present=False) == {}
 
 
 def test_kill_switch_removes_only_true_deploy_labels():
@@ -249,7 +268,7 @@ def test_absent_removes_managed_labels_and_keeps_admin_values():
     extra = _deploy_all()
     extra.update({GPU_PRESENT_LABEL: 'true', DEPLOY + 'driver': 'pre-installed',
                   'nvidia.com/gpu-driver-upgrade-state': 'upgrade-done'})
-    changes = plan_gpu_node_labels(rhcos_node('w1', extra=extra), OPERANDS, present=False)
+    changes = plan_gpu_node_labels(rhcos_node('w1', extra=extra), present=False)
     expected = dict((DEPLOY + op, None) for op in OPERANDS if op != 'driver')
     expected[GPU_PRESENT_LABEL] = None
     expected['nvidia.com/gpu-driver-upgrade-state'] = None
@@ -263,11 +282,12 @@ def test_absent_removes_managed_labels_and_keeps_admin_values():
     (rhcos_node('w1', extra=dict(_deploy_all(), **{GPU_PRESENT_LABEL: 'true'})), False),
 ])
 def test_label_plan_is_idempotent(node, present):
-    first = plan_gpu_node_labels(node, OPERANDS, present)
+    operands = OPERANDS if present else None
+    first = plan_gpu_node_labels(node, operands, present)
     assert first != {}
     relabelled = apply_label_changes(node, first)
-    assert plan_gpu_node_labels(relabelled, OPERANDS, present) == {}
-    assert plan_gpu_node_labels(node_facts(relabelled), OPERANDS, present) == {}
+    assert plan_gpu_node_labels(relabelled, operands, present) == {}
+    assert plan_gpu_node_labels(node_facts(relabelled), operands, present) == {}
 
 
 def test_absent_removes_the_labels_gfd_wrote_and_only_those():
@@ -277,6 +297,6 @@ def test_absent_removes_the_labels_gfd_wrote_and_only_those():
     admin = {'nvidia.com/mig.config': 'all-1g.10gb', 'nvidia.com/device-plugin.config': 'a100-x4',
              DEPLOY + 'dcgm-exporter': 'false'}
     node = rhcos_node('w1', extra=dict(gfd, **admin))
-    changes = plan_gpu_node_labels(node, OPERANDS, present=False)
+    changes = plan_gpu_node_labels(node, present=False)
     assert changes == dict((key, None) for key in gfd)
-    assert plan_gpu_node_labels(apply_label_changes(node, changes), OPERANDS, present=False) == {}
+    assert plan_gpu_node_labels(apply_label_changes(node, changes), present=False) == {}

@@ -16,7 +16,7 @@ PRESENT = 'nvidia.com/gpu.present'
 
 def params(**overrides):
     base = {'label_selector': None, 'page_size': 500, 'wait': False, 'wait_timeout': 300, 'wait_sleep': 5,
-            'min_gpu_nodes': 0, 'manage_labels': False, 'labels_state': 'present', 'operands': list(OPERANDS),
+            'min_gpu_nodes': 0, 'manage_labels': False, 'labels_state': 'present', 'operands': None,
             'return_labels': False}
     base.update(overrides)
     return base
