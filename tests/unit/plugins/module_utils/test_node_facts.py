@@ -207,7 +207,8 @@ def test_label_plan_never_overwrites_admin_values():
         DEPLOY + 'dcgm-exporter': 'false',
         DEPLOY + 'gpu-feature-discovery': '',
     })
-    assert plan_gpu_node_labels(node, OPERANDS) == {DEPLOY + 'container-toolkit': 'true'}
+    assert plan_gpu_node_labels(node, OPERANDS) == {
+        DEPLOY + 'container-toolkit': 'true', DEPLOY + 'operator-validator': 'true'}
 
 
 def test_label_plan_only_for_requested_operands():
