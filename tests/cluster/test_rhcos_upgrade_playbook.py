@@ -320,6 +320,6 @@ def test_interrupted_run_resumes_on_a_second_run(cluster, namespace, make_fleet,
     assert driver_daemonsets(cluster, namespace) == [TARGET_DAEMONSET]
     names = [ds.metadata.name for ds in cluster.apps.list_namespaced_daemon_set(namespace).items]
     assert sorted(names) == sorted({TARGET_DAEMONSET, "nvidia-container-toolkit-daemonset",
-                                    "nvidia-device-plugin-daemonset"})
+                                    "nvidia-operator-validator", "nvidia-device-plugin-daemonset"})
     assert_all_validated(cluster, spec)
     print("\nresumed after %s were validated; second run %.0f s" % (", ".join(done), second.seconds))
