@@ -49,10 +49,12 @@ def no_warnings(run):
 
 
 def gfd_labels_of(labels):
+    # Not the stack's own deploy labels, nor the MIG manager's layout and its state (the deploy sets all-disabled on
+    # MIG-capable nodes).
     return {key: value for key, value in labels.items()
             if key.startswith(("nvidia.com/gpu.", "nvidia.com/cuda.", "nvidia.com/mig.", "nvidia.com/gfd.",
                                "nvidia.com/mps."))
-            and not key.startswith(("nvidia.com/gpu.deploy.", "nvidia.com/gpu.present"))}
+            and not key.startswith(("nvidia.com/gpu.deploy.", "nvidia.com/gpu.present", "nvidia.com/mig.config"))}
 
 
 def delete_namespace(cluster, namespace):
