@@ -41,6 +41,10 @@ def daemonset(name, component=None, node_selector=None, image="registry.k8s.io/p
     return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "labels": labels}, "spec": spec}
 
 
+# The toolkit finds the driver of a driver pod under /run/nvidia/driver (the simulator checks its driver root).
+TOOLKIT_ENV = [{"name": "NVIDIA_DRIVER_ROOT", "value": "/run/nvidia/driver"}]
+
+
 def pods_of(cluster, namespace, app):
     return cluster.core.list_namespaced_pod(namespace, label_selector="app=" + app).items
 
@@ -128,7 +132,8 @@ def test_gpu_allocatable_only_with_ready_driver_and_device_plugin(cluster, names
     assert gpu_allocatable(cluster, node) == "0"
 
     cluster.apps.create_namespaced_daemon_set(namespace, daemonset("driver", "nvidia-driver", on_node))
-    cluster.apps.create_namespaced_daemon_set(namespace, daemonset("toolkit", "nvidia-container-toolkit", on_node))
+    cluster.apps.create_namespaced_daemon_set(namespace, daemonset("toolkit", "nvidia-container-toolkit", on_node,
+                                                                   env=TOOLKIT_ENV))
     wait_for(lambda: gpu_allocatable(cluster, node) == "8", message="8 GPUs allocatable on " + node)
     assert all(ready(p) for app in ("driver", "toolkit", "plugin") for p in pods_of(cluster, namespace, app))
 
@@ -156,7 +161,8 @@ def test_validation_job_fails_without_driver_and_passes_with_it(cluster, namespa
         in failed[0].status.message
 
     cluster.apps.create_namespaced_daemon_set(namespace, daemonset("driver", "nvidia-driver", on_node))
-    cluster.apps.create_namespaced_daemon_set(namespace, daemonset("toolkit", "nvidia-container-toolkit", on_node))
+    cluster.apps.create_namespaced_daemon_set(namespace, daemonset("toolkit", "nvidia-container-toolkit", on_node,
+                                                                   env=TOOLKIT_ENV))
     wait_for(lambda: all(ready(p) for app in ("driver", "toolkit") for p in pods_of(cluster, namespace, app))
              and len(pods_of(cluster, namespace, "toolkit")) == 1, message="driver and toolkit ready")
     validation("after")
