@@ -41,9 +41,13 @@ options:
     default: []
   resource:
     description:
-      - Allocatable resource name, or shell-style pattern (V(nvidia.com/mig-*)); the matching resources are summed.
-    type: str
-    default: nvidia.com/gpu
+      - Allocatable resource names or shell-style patterns (V(nvidia.com/mig-*)), in order of preference; a node
+        passes when it advertises more than zero of any. C(allocatable) sums, per node, the resources matching the
+        first pattern it advertises; C(node_resources) names the one of them a workload on that node can request
+        (the first by name), as the GPU Operator's validator picks a MIG resource under the C(mixed) strategy.
+    type: list
+    elements: str
+    default: [nvidia.com/gpu]
   allocatable_on_ready_nodes:
     description:
       - With V(daemonsets), once the DaemonSets are ready, wait as V(allocatable) does (for at most O(timeout) seconds

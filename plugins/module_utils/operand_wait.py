@@ -20,7 +20,7 @@ WAIT_ARGUMENT_SPEC = dict(
     label_selectors=dict(type='list', elements='str', default=[]),
     nodes=dict(type='list', elements='str', default=[]),
     node_label_selectors=dict(type='list', elements='str', default=[]),
-    resource=dict(type='str', default='nvidia.com/gpu'),
+    resource=dict(type='list', elements='str', default=['nvidia.com/gpu']),
     allocatable_on_ready_nodes=dict(type='bool', default=False),
     node_labels=dict(type='list', elements='str', default=[]),
     node_label_values=dict(type='dict', default={}),
@@ -114,9 +114,9 @@ class OperandReads:
         return list(self.api.list_nodes(selector, view=view))
 
 
-def _allocatable_observer(reads, nodes, selector, resource):
-    return ('allocatable %s on nodes %s' % (resource, ', '.join(nodes) if nodes else selector),
-            lambda: readiness.observe_allocatable(reads, nodes, selector, resource))
+def _allocatable_observer(reads, nodes, selector, resources):
+    return ('allocatable %s on nodes %s' % (' or '.join(resources), ', '.join(nodes) if nodes else selector),
+            lambda: readiness.observe_allocatable(reads, nodes, selector, resources))
 
 
 def _observer(params, reads):

@@ -366,13 +366,31 @@ def allocatable_count(node, pattern):
     return sum(_int(value) for name, value in allocatable.items() if fnmatch.fnmatchcase(name, pattern))
 
 
-def allocatable_state(nodes, pattern, expected=None):
-    """Which nodes advertise pattern (> 0). expected: node names that must; those absent from nodes count as
-    lacking it (a node that left the cluster). Returns {'allocatable': {node: n}, 'missing': [node, ...]}."""
-    counts = dict((_meta(n).get('name'), allocatable_count(n, pattern)) for n in nodes)
-    wanted = sorted(expected) if expected is not None else sorted(counts)
-    return {'allocatable': dict((name, counts.get(name, 0)) for name in wanted),
-            'missing': [name for name in wanted if not counts.get(name)]}
+def advertised_resource(node, patterns):
+    """(the resource a workload on the node can request, the sum of those matching its pattern): the first of
+    patterns (names or shell-style patterns, in order) the node advertises more than zero of, and by name the
+    first of that pattern's resources it has; (None, 0) when it advertises none."""
+    allocatable = _status(node).get('allocatable') or {}
+    for pattern in patterns:
+        found = sorted(name for name, value in allocatable.items()
+                       if fnmatch.fnmatchcase(name, pattern) and _int(value) > 0)
+        if found:
+            return found[0], allocatable_count(node, pattern)
+    return None, 0
+
+
+def allocatable_state(nodes, patterns, expected=None):
+    """Which nodes advertise any of patterns (> 0; a name, a shell-style pattern or a list of them, in order of
+    preference). expected: node names that must; those absent from nodes count as lacking it (a node that left the
+    cluster). Returns {'allocatable': {node: n}, 'node_resources': {node: resource}, 'missing': [node, ...]}, n the
+    sum of the resources matching the node's first advertised pattern, resource the one a workload there requests
+    (advertised_resource)."""
+    patterns = [patterns] if isinstance(patterns, str) else list(patterns)
+    found = dict((_meta(n).get('name'), advertised_resource(n, patterns)) for n in nodes)
+    wanted = sorted(expected) if expected is not None else sorted(found)
+    return {'allocatable': dict((name, found.get(name, (None, 0))[1]) for name in wanted),
+            'node_resources': dict((name, found[name][0]) for name in wanted if found.get(name, (None,))[0]),
+            'missing': [name for name in wanted if not found.get(name, (None,))[0]]}
 
 
 def summarize(problems, limit=REPORTED_PROBLEMS):
@@ -498,10 +516,10 @@ def observe_subscription(reads, name):
     return Observation(phase == 'Succeeded', problems, report)
 
 
-def observe_allocatable(reads, nodes, selector, pattern):
-    """Observation of nodes' allocatable resources matching pattern: ready when every node (named, or
+def observe_allocatable(reads, nodes, selector, patterns):
+    """Observation of nodes' allocatable resources matching any of patterns: ready when every node (named, or
     selected by label) advertises more than zero. reads.nodes(names, selector) -> Node dicts."""
-    state = allocatable_state(reads.nodes(nodes, selector), pattern, expected=nodes or None)
+    state = allocatable_state(reads.nodes(nodes, selector), patterns, expected=nodes or None)
     return Observation(not state['missing'], (), state)
 
 

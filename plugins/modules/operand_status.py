@@ -124,9 +124,14 @@ jobs:
   type: list
   elements: dict
 allocatable:
-  description: Per node (V(allocatable)) the sum of its allocatable resources matching O(resource).
+  description: Per node (V(allocatable)) the sum of its allocatable resources matching the first O(resource) it advertises.
   returned: when wait_for is allocatable, or O(allocatable_on_ready_nodes) waited for it
   type: dict
+node_resources:
+  description: Per node advertising O(resource), the resource a workload there can request (see O(resource)).
+  returned: when wait_for is allocatable, or O(allocatable_on_ready_nodes) waited for it
+  type: dict
+  sample: {"gpu-node-1": "nvidia.com/mig-1g.10gb", "gpu-node-2": "nvidia.com/gpu"}
 missing:
   description: Nodes (V(allocatable)) that do not advertise O(resource).
   returned: when wait_for is allocatable, or O(allocatable_on_ready_nodes) waited for it

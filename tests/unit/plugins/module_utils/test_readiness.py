@@ -329,9 +329,25 @@ def test_allocatable_by_pattern_and_missing_nodes():
     nodes = [node('a', {'nvidia.com/gpu': '8', 'cpu': '32'}), node('b', {'nvidia.com/gpu': '0'}),
              node('c', {'nvidia.com/mig-1g.10gb': '7', 'nvidia.com/mig-2g.20gb': '2'})]
     assert allocatable_state(nodes, 'nvidia.com/gpu') == {
-        'allocatable': {'a': 8, 'b': 0, 'c': 0}, 'missing': ['b', 'c']}
+        'allocatable': {'a': 8, 'b': 0, 'c': 0}, 'node_resources': {'a': 'nvidia.com/gpu'}, 'missing': ['b', 'c']}
     assert allocatable_state(nodes, 'nvidia.com/mig-*')['allocatable']['c'] == 9
     assert allocatable_state(nodes, 'nvidia.com/gpu', expected=['a', 'gone'])['missing'] == ['gone']
+
+
+def test_allocatable_any_of_several_patterns_names_the_resource_a_workload_requests():
+    # Under the mixed strategy: a partitioned node passes with its MIG devices, a whole-GPU node with its GPUs; a node
+    # advertising both (some GPUs partitioned) gives a MIG device first, the first by name.
+    nodes = [node('whole', {'nvidia.com/gpu': '2', 'nvidia.com/mig-1g.10gb': '0'}),
+             node('mig', {'nvidia.com/gpu': '0', 'nvidia.com/mig-2g.20gb': '3', 'nvidia.com/mig-1g.10gb': '7'}),
+             node('both', {'nvidia.com/gpu': '1', 'nvidia.com/mig-3g.40gb': '2'}),
+             node('none', {'nvidia.com/gpu': '0'})]
+    assert allocatable_state(nodes, ['nvidia.com/mig-*', 'nvidia.com/gpu']) == {
+        'allocatable': {'both': 2, 'mig': 10, 'none': 0, 'whole': 2},
+        'node_resources': {'both': 'nvidia.com/mig-3g.40gb', 'mig': 'nvidia.com/mig-1g.10gb',
+                           'whole': 'nvidia.com/gpu'},
+        'missing': ['none']}
+    # Whole GPUs only: the partitioned node lacks them.
+    assert allocatable_state(nodes, ['nvidia.com/gpu'])['missing'] == ['mig', 'none']
 
 
 # -- observing through a reads object ----------------------------------------------------------------------
@@ -444,7 +460,7 @@ def test_observe_allocatable():
     reads = FakeReads(nodes=[node('a', {'nvidia.com/gpu': '4'}), node('b', {})])
     observation = observe_allocatable(reads, ['a', 'b'], '', 'nvidia.com/gpu')
     assert not observation.ready
-    assert observation.report == {'allocatable': {'a': 4, 'b': 0}, 'missing': ['b']}
+    assert observation.report == {'allocatable': {'a': 4, 'b': 0}, 'node_resources': {'a': 'nvidia.com/gpu'}, 'missing': ['b']}
 
 
 def endpoint(node, ready=True):
