@@ -16,7 +16,7 @@ import functools
 import time
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import TaskError
-from ansible_collections.accelerators.gpu.plugins.module_utils.gfd_labels import COUNT, PCI_DEVICES, gpu_summary
+from ansible_collections.accelerators.gpu.plugins.module_utils.gfd_labels import COUNT, MIG_CAPABLE, PCI_DEVICES, gpu_summary
 from ansible_collections.accelerators.gpu.plugins.module_utils.mig_parted import (
     GPU_RESOURCE, MIG_RESOURCE_PREFIX, LayoutError, advertised_resources, gpu_layouts)
 
@@ -25,6 +25,11 @@ STATE_LABEL = 'nvidia.com/mig.config.state'
 # The value of nvidia.com/mig.config this collection set on the node: the uninstall removes the label only while it
 # still has that value (an admin's choice made since stays).
 SET_ANNOTATION = 'accelerators.gpu/mig.config'
+# Deploy labels of GPU clients the MIG manager stops and restarts around a change (mig-parted sets them to
+# paused-for-mig-change, then true, absent ones too) that no state of this collection sets. The uninstall removes those
+# the node lacked when the collection first asked it for a layout, recorded in this annotation.
+MIG_MANAGER_LABELS = ('nvidia.com/gpu.deploy.dcgm', 'nvidia.com/gpu.deploy.nvsm')
+MIG_MANAGER_LABELS_ANNOTATION = 'accelerators.gpu/mig-manager-labels'
 DEVICE_OF_PRODUCT = dict((product, device) for device, (product, _memory, _capable) in PCI_DEVICES.items())
 
 
@@ -76,11 +81,15 @@ def config_patch(node, layout, only_unlabelled=False):
     only_unlabelled, also when the node names any layout): the config label, the state label set back to pending
     (so that a state of the previous layout is not taken for this one's), and the annotation recording that this
     collection set it."""
-    labels = _labels(node)
+    labels, annotations = _labels(node), _metadata(node).get('annotations') or {}
     if labels.get(CONFIG_LABEL) == layout or (only_unlabelled and CONFIG_LABEL in labels):
         return {}
-    return {'metadata': {'labels': {CONFIG_LABEL: layout, STATE_LABEL: 'pending'},
-                         'annotations': {SET_ANNOTATION: layout}}}
+    patch = {'metadata': {'labels': {CONFIG_LABEL: layout, STATE_LABEL: 'pending'},
+                          'annotations': {SET_ANNOTATION: layout}}}
+    if MIG_MANAGER_LABELS_ANNOTATION not in annotations:
+        patch['metadata']['annotations'][MIG_MANAGER_LABELS_ANNOTATION] = ','.join(
+            key for key in MIG_MANAGER_LABELS if key not in labels)
+    return patch
 
 
 def removal_patch(node):
@@ -89,9 +98,15 @@ def removal_patch(node):
     labels, annotations = _labels(node), _metadata(node).get('annotations') or {}
     if SET_ANNOTATION not in annotations:
         return {}
-    patch = {'metadata': {'annotations': {SET_ANNOTATION: None}}}
+    patch = {'metadata': {'annotations': {SET_ANNOTATION: None}, 'labels': {}}}
     if labels.get(CONFIG_LABEL) == annotations[SET_ANNOTATION]:
-        patch['metadata']['labels'] = dict((key, None) for key in (CONFIG_LABEL, STATE_LABEL) if key in labels)
+        patch['metadata']['labels'].update((key, None) for key in (CONFIG_LABEL, STATE_LABEL) if key in labels)
+    if MIG_MANAGER_LABELS_ANNOTATION in annotations:
+        patch['metadata']['annotations'][MIG_MANAGER_LABELS_ANNOTATION] = None
+        added = annotations[MIG_MANAGER_LABELS_ANNOTATION].split(',')
+        patch['metadata']['labels'].update((key, None) for key in added if key in labels)
+    if not patch['metadata']['labels']:
+        del patch['metadata']['labels']
     return patch
 
 
@@ -104,7 +119,8 @@ def gpu_allocatable(node):
 
 def layout_progress(node, layout, expected):
     """('success', None), ('failed', why) or ('waiting', why) of a node asked for layout, by the MIG manager's state
-    label and the resources advertised (expected, from expected_resources; a resource not expected must be 0)."""
+    label, the resources advertised (expected, from expected_resources; a resource not expected must be 0) and GPU
+    feature discovery's labels, back once the GPU clients the MIG manager stopped for the change run again."""
     labels = _labels(node)
     name = _metadata(node).get('name')
     state = labels.get(STATE_LABEL)
@@ -120,6 +136,8 @@ def layout_progress(node, layout, expected):
                    for key in set(allocatable) | set(expected) if allocatable.get(key, 0) != expected.get(key, 0))
     if wrong:
         return 'waiting', 'node %s: %s=success, allocatable %s' % (name, STATE_LABEL, ', '.join(wrong))
+    if MIG_CAPABLE not in labels:
+        return 'waiting', 'node %s: %s=success, no GPU feature discovery labels yet' % (name, STATE_LABEL)
     return 'success', None
 
 

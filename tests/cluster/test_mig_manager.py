@@ -102,6 +102,14 @@ def test_mig_layout_applied_after_eviction_refused_without_mig_failure_named_uni
         again = no_warnings(playbook(cluster, "mig_config", dict(
             variables, mig_config_layout="all-1g.10gb", mig_config_nodes=[a100, other])).succeeded())
         assert again.stats["changed"] == 0
+        # The MIG manager stopped the node's GPU clients for the change and restarted them (new device plugin pods).
+        # A re-run (a scheduled reconcile) checks those again, each node with a CUDA Job asking for one of its MIG
+        # devices (no nvidia.com/gpu is left there), as the GPU Operator's validator does.
+        no_warnings(playbook(cluster, "reconcile", variables).succeeded())
+        jobs = {job.metadata.annotations["accelerators.gpu/node"]: job for job in cluster.batch.list_namespaced_job(
+            namespace, label_selector="accelerators.gpu/validation=cuda").items}
+        assert {name: (jobs[name].spec.template.spec.containers[0].resources.limits, jobs[name].status.succeeded)
+                for name in (a100, other)} == {name: ({"nvidia.com/mig-1g.10gb": "1"}, 1) for name in (a100, other)}
 
         failing = playbook(cluster, "mig_config", dict(variables, mig_config_layout="all-1g.10gb",
                                                        mig_config_nodes=[bad]))

@@ -6,7 +6,9 @@ label nvidia.com/mig.config names from the ConfigMap its pod mounts (the role's,
 roles/mig_manager/files/mig-parted-config.yaml) and writes nvidia.com/mig.config.state:
 
 - success at once when the layout is the one applied (nothing to change), else once no pod holds the node's GPUs;
-- pending while pods hold them (the real one waits for the GPU clients to go, and fails after a while);
+- pending while pods hold them, or while its GPU clients run: as the real one (mig-parted's reconfigure), it first
+  stops them through their deploy labels (each not `false`, absent ones too, becomes `paused-for-mig-change`, and the
+  DaemonSet controller removes their pods), and sets those labels to `true` once the layout is applied or failed;
 - failed for a GPU that is not MIG-capable, a layout the ConfigMap lacks, or the fleet fault mig_reconfig_fails.
 
 Layouts and resources come from the collection's own plugins/module_utils/mig_parted.py, loaded by its path, so that
@@ -22,6 +24,10 @@ CONFIG_LABEL = "nvidia.com/mig.config"
 STATE_LABEL = "nvidia.com/mig.config.state"
 MIG_MANAGER = "nvidia-mig-manager"
 CONFIG_VOLUME = "mig-parted-config"
+# The GPU clients the MIG manager stops while it changes the GPUs (mig-parted's getK8sGPUClients), by deploy label.
+CLIENT_LABELS = tuple("nvidia.com/gpu.deploy." + name
+                      for name in ("device-plugin", "gpu-feature-discovery", "dcgm-exporter", "dcgm", "nvsm"))
+PAUSED = "paused-for-mig-change"
 _MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                              "plugins", "module_utils")
 
@@ -68,6 +74,16 @@ def outcome(hw, wanted, config_text, applied, holders):
     if holders:
         return "pending", applied, "waiting for the GPU clients to go: %s" % ", ".join(sorted(holders))
     return "success", layout, "applied %s" % wanted
+
+
+def pause_labels(labels):
+    """The labels stopping the GPU clients: each client's deploy label not `false` (absent too) set to paused."""
+    return {key: PAUSED for key in CLIENT_LABELS if labels.get(key) not in ("false", PAUSED)}
+
+
+def restart_labels(labels):
+    """The labels restarting the GPU clients stopped for a change: paused ones back to `true`."""
+    return {key: "true" for key in CLIENT_LABELS if labels.get(key) == PAUSED}
 
 
 def resources(hw, layout, strategy, advertising):

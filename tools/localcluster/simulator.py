@@ -69,6 +69,8 @@ COMPONENT = "app.kubernetes.io/component"
 DRIVER, TOOLKIT, DEVICE_PLUGIN, DCGM_EXPORTER, VALIDATION, NFD_WORKER, GFD, VALIDATOR = (
     "nvidia-driver", "nvidia-container-toolkit", "nvidia-device-plugin", "nvidia-dcgm-exporter",
     "gpu-validation", "nfd-worker", "gpu-feature-discovery", "nvidia-operator-validator")
+# The operands the MIG manager stops, through their deploy labels, while it changes a node's GPUs.
+MIG_CLIENTS = (DEVICE_PLUGIN, GFD, DCGM_EXPORTER)
 # What each operand waits for on its node before it can become Ready.
 DEPENDS_ON = {TOOLKIT: (DRIVER,), DEVICE_PLUGIN: (DRIVER, TOOLKIT), DCGM_EXPORTER: (DRIVER, TOOLKIT),
               GFD: (DRIVER, TOOLKIT), mig.MIG_MANAGER: (DRIVER, TOOLKIT)}
@@ -633,11 +635,21 @@ class Simulator:
             if error.status != 404:
                 raise
             text = None
-        holders = ["%s/%s" % (p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods if holds_gpus(p)]
-        state, self.mig_layouts[name], message = mig.outcome(hw, wanted, text, applied, holders)
+        holders = ["%s/%s" % (p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods
+                   if holds_gpus(p) or component(p) in MIG_CLIENTS]
+        state, layout, message = mig.outcome(hw, wanted, text, applied, holders)
+        # A change stops the GPU clients first; the layout waits for their pods to go. Once done, they restart.
+        patch = mig.pause_labels(labels) if layout != applied or state == "pending" else {}
+        if patch:
+            state, layout, message = "pending", applied, "stopping the GPU clients"
+        elif state != "pending":
+            patch = mig.restart_labels(labels)
+        self.mig_layouts[name] = layout
         if labels.get(mig.STATE_LABEL) != state:
-            self.core.patch_node(name, {"metadata": {"labels": {mig.STATE_LABEL: state}}})
+            patch[mig.STATE_LABEL] = state
             LOG.info("node %s: MIG layout %s %s: %s", name, wanted, state, message)
+        if patch:
+            self.core.patch_node(name, {"metadata": {"labels": patch}})
         if state != "pending":
             self.mig_decided[name] = (wanted, state)
 

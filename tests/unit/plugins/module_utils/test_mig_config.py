@@ -8,7 +8,7 @@ import yaml
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import TaskError
 from ansible_collections.accelerators.gpu.plugins.module_utils.mig_config import (
-    CONFIG_LABEL, SET_ANNOTATION, STATE_LABEL, config_patch, expected_resources, layout_progress, refusals,
+    CONFIG_LABEL, MIG_MANAGER_LABELS_ANNOTATION, SET_ANNOTATION, STATE_LABEL, config_patch, expected_resources, layout_progress, refusals,
     removal_patch, run)
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.fakes import FakeModule
 
@@ -42,10 +42,17 @@ def test_expected_resources_follow_the_gpu_count_and_strategy():
 
 
 def test_the_patch_asks_for_the_layout_and_resets_the_state_only_when_it_changes():
-    asked = config_patch(node('a', dict(A100, **{'nvidia.com/mig.config': 'all-disabled'})), 'all-1g.10gb')
+    asked = config_patch(node('a', dict(A100, **{'nvidia.com/mig.config': 'all-disabled',
+                                                 'nvidia.com/gpu.deploy.nvsm': 'false'})), 'all-1g.10gb')
+    # The MIG manager's client labels the node lacks (it sets them to true around a change), for the uninstall.
     assert asked == {'metadata': {'labels': {'nvidia.com/mig.config': 'all-1g.10gb',
                                              'nvidia.com/mig.config.state': 'pending'},
-                                  'annotations': {SET_ANNOTATION: 'all-1g.10gb'}}}
+                                  'annotations': {SET_ANNOTATION: 'all-1g.10gb',
+                                                  MIG_MANAGER_LABELS_ANNOTATION: 'nvidia.com/gpu.deploy.dcgm'}}}
+    # Recorded once: what the node lacked before the first layout the collection asked for.
+    later = node('a', {'nvidia.com/mig.config': 'all-1g.10gb', 'nvidia.com/gpu.deploy.dcgm': 'true'},
+                 {MIG_MANAGER_LABELS_ANNOTATION: 'nvidia.com/gpu.deploy.dcgm'})
+    assert MIG_MANAGER_LABELS_ANNOTATION not in config_patch(later, 'all-disabled')['metadata']['annotations']
     assert config_patch(node('a', dict(A100, **{'nvidia.com/mig.config': 'all-1g.10gb'})), 'all-1g.10gb') == {}
     # The default goes only where no layout is named: an admin's choice stays.
     assert config_patch(node('a', dict(A100, **{'nvidia.com/mig.config': 'custom'})), 'all-disabled',
@@ -65,6 +72,11 @@ def test_progress_needs_success_and_the_resources_and_names_a_failure():
         'nvidia.com/mig-1g.10gb=0 (expected 14)')
     done = node('a', labels, allocatable={'nvidia.com/gpu': '0', 'nvidia.com/mig-1g.10gb': '14', 'cpu': '8'})
     assert layout_progress(done, 'all-1g.10gb', expected) == ('success', None)
+    # GPU feature discovery, stopped for the change, has not labelled the node again yet.
+    relabelling = node('a', {key: value for key, value in labels.items() if key != 'nvidia.com/mig.capable'},
+                       allocatable={'nvidia.com/gpu': '0', 'nvidia.com/mig-1g.10gb': '14'})
+    assert layout_progress(relabelling, 'all-1g.10gb', expected) == (
+        'waiting', 'node a: nvidia.com/mig.config.state=success, no GPU feature discovery labels yet')
     labels['nvidia.com/mig.config.state'] = 'failed'
     assert layout_progress(node('a', labels), 'all-1g.10gb', expected)[0] == 'failed'
     assert 'node a: nvidia.com/mig.config.state=failed applying all-1g.10gb' in layout_progress(
@@ -79,6 +91,13 @@ def test_the_uninstall_removes_only_what_the_collection_set():
     changed_since = node('a', {'nvidia.com/mig.config': 'custom'}, {SET_ANNOTATION: 'all-disabled'})
     assert removal_patch(changed_since) == {'metadata': {'annotations': {SET_ANNOTATION: None}}}
     assert removal_patch(node('a', {'nvidia.com/mig.config': 'custom'})) == {}
+    # The MIG manager's client labels the node lacked before the collection asked for a layout go; others stay.
+    restarted = node('a', {'nvidia.com/mig.config': 'all-1g.10gb', 'nvidia.com/gpu.deploy.dcgm': 'true',
+                           'nvidia.com/gpu.deploy.nvsm': 'true'},
+                     {SET_ANNOTATION: 'all-1g.10gb', MIG_MANAGER_LABELS_ANNOTATION: 'nvidia.com/gpu.deploy.dcgm'})
+    assert removal_patch(restarted) == {'metadata': {
+        'annotations': {SET_ANNOTATION: None, MIG_MANAGER_LABELS_ANNOTATION: None},
+        'labels': {'nvidia.com/mig.config': None, 'nvidia.com/gpu.deploy.dcgm': None}}}
 
 
 class FakeAPI:
