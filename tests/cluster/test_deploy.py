@@ -75,10 +75,12 @@ class Run:
 
 
 def playbook(cluster, name, variables=None, check=False, tags=None):
+    # As README's commands run it: with -i localhost, and nothing hiding ansible-core's warnings; the playbooks
+    # choose the Python running ansible-playbook themselves.
     env = dict(cluster.env, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
-               ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false",
-               ANSIBLE_PYTHON_INTERPRETER=sys.executable, ANSIBLE_SHOW_CUSTOM_STATS="true")
-    command = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "accelerators.gpu." + name,
+               ANSIBLE_SHOW_CUSTOM_STATS="true")
+    command = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
+               "accelerators.gpu." + name,
                "-e", json.dumps(variables or {})] + (["--check"] if check else []) + (
                    ["--tags", tags] if tags else [])
     started = time.monotonic()

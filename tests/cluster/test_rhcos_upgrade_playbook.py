@@ -103,8 +103,7 @@ class UpgradeRun:
         with open(vars_file, "w") as handle:
             json.dump(values, handle)
         self.output_file = os.path.join(str(workdir), "ansible.log")
-        env = dict(cluster.env, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_PYTHON_INTERPRETER=sys.executable,
-                   ANSIBLE_NOCOLOR="true", ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false",
+        env = dict(cluster.env, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="true",
                    ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks", PATH=path or os.environ["PATH"])
         command = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", playbook,
                    "-e", "@" + vars_file]
