@@ -387,10 +387,10 @@ def allocatable_state(nodes, patterns, expected=None):
     (advertised_resource)."""
     patterns = [patterns] if isinstance(patterns, str) else list(patterns)
     found = dict((_meta(n).get('name'), advertised_resource(n, patterns)) for n in nodes)
-    wanted = sorted(expected) if expected is not None else sorted(found)
-    return {'allocatable': dict((name, found.get(name, (None, 0))[1]) for name in wanted),
-            'node_resources': dict((name, found[name][0]) for name in wanted if found.get(name, (None,))[0]),
-            'missing': [name for name in wanted if not found.get(name, (None,))[0]]}
+    wanted = [(name, found.get(name, (None, 0))) for name in (sorted(expected) if expected is not None else sorted(found))]
+    return {'allocatable': dict((name, count) for name, (_resource, count) in wanted),
+            'node_resources': dict((name, resource) for name, (resource, _count) in wanted if resource),
+            'missing': [name for name, (resource, _count) in wanted if not resource]}
 
 
 def summarize(problems, limit=REPORTED_PROBLEMS):
