@@ -119,7 +119,9 @@ def seconds_from(playbook_run, task_name):
     """Seconds from the start of the (last) task named task_name, role prefix aside, to the end of the play."""
     tasks = json.loads(playbook_run.process.stdout)["plays"][0]["tasks"]
     stamps = [(task["task"]["name"], task["task"]["duration"]) for task in tasks]
-    start = [duration["start"] for name, duration in stamps if name.endswith(task_name)][-1]
+    starts = [duration["start"] for name, duration in stamps if name.endswith(task_name)]
+    assert starts, "no task named %r ran; the play ran: %s" % (task_name, [name for name, _ in stamps])
+    start = starts[-1]
     return (datetime.datetime.fromisoformat(stamps[-1][1]["end"].replace("Z", "+00:00"))
             - datetime.datetime.fromisoformat(start.replace("Z", "+00:00"))).total_seconds()
 
@@ -339,7 +341,7 @@ def test_unpullable_operand_image_fails_fast_naming_node_and_image(cluster, name
     result = run_roles(cluster, {"common_namespace": namespace, "common_wait_timeout": 300,
                                  "common_device_plugin_image": missing})
     failed = failed_fast(result, "Device plugin service account, DaemonSet and configuration, then wait until each node"
-                                 " advertises nvidia.com/gpu")
+                                 " advertises its GPUs")
     for node in (gpu0, gpu1):
         assert "node %s: pod %s/nvidia-device-plugin-daemonset-" % (node, namespace) in failed["msg"]
     assert "cannot pull image %s (ImagePullBackOff" % missing in failed["msg"]
