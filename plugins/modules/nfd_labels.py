@@ -38,8 +38,8 @@ options:
       - Nodes per list request; the nodes are read in pages of this size.
       - The module reads the Node Table (labels, OS image, kernel, container runtime, Ready), a small part of each
         Node, by default 500 a page. The nodes without NFD labels are read again in full (their taints decide
-        whether I(wait) waits for them, their allocatable GPUs whether they look like GPU nodes NFD missed): one
-        request each while they are at most a tenth of the selected nodes, else one list of the full selected
+        whether I(wait) waits for them, their allocatable GPUs whether they look like GPU nodes NFD missed), with one
+        request each while they are at most a third of the selected nodes, else with one list of the full selected
         nodes, 10-40 KB of JSON each on a busy cluster, by default 100 a page.
     type: int
   wait:
