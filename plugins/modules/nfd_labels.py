@@ -14,8 +14,9 @@ author: accelerators.gpu developers (@accelerators-gpu)
 description:
   - Reads nodes (optionally label-selected, in pages, as a Node Table; see O(page_size)) and returns per node
     whether it carries an NVIDIA GPU (either NFD PCI label shape, C(pci-10de.present) or
-    C(pci-0302_10de.present)/C(pci-0300_10de.present)), GPU count and product when GPU feature discovery labelled it, kernel, OS, RHCOS version, OpenShift version
-    and container runtime; and GPU nodes grouped by RHCOS version, by kernel and by OS.
+    C(pci-0302_10de.present)/C(pci-0300_10de.present)), GPU count and product when GPU feature discovery labelled
+    it, kernel, OS, RHCOS version, OpenShift version and container runtime; and GPU nodes grouped by RHCOS version,
+    by kernel and by OS.
   - The RHCOS version is the node's C(status.nodeInfo.osImage) one; an NFD C(OSTREE_VERSION) label that disagrees
     is reported as stale (NFD relabels only every C(sleepInterval), so it lags an upgrade).
   - Warns, per node, about GPU nodes without NFD labels, stale labels, labels NFD would have rejected and NFD
