@@ -12,10 +12,11 @@ short_description: GPU, kernel and OS facts of nodes from their Node Feature Dis
 version_added: 0.1.0
 author: accelerators.gpu developers (@accelerators-gpu)
 description:
-  - Reads nodes (optionally label-selected, in pages) and returns per node whether it carries an NVIDIA GPU
-    (either NFD PCI label shape, C(pci-10de.present) or C(pci-0302_10de.present)/C(pci-0300_10de.present)),
-    GPU count and product when GPU feature discovery labelled it, kernel, OS, RHCOS version, OpenShift version
-    and container runtime; and GPU nodes grouped by RHCOS version, by kernel and by OS.
+  - Reads nodes (optionally label-selected, in pages, as a Node Table; see O(page_size)) and returns per node
+    whether it carries an NVIDIA GPU (either NFD PCI label shape, C(pci-10de.present) or
+    C(pci-0302_10de.present)/C(pci-0300_10de.present)), GPU count and product when GPU feature discovery labelled
+    it, kernel, OS, RHCOS version, OpenShift version and container runtime; and GPU nodes grouped by RHCOS version,
+    by kernel and by OS.
   - The RHCOS version is the node's C(status.nodeInfo.osImage) one; an NFD C(OSTREE_VERSION) label that disagrees
     is reported as stale (NFD relabels only every C(sleepInterval), so it lags an upgrade).
   - Warns, per node, about GPU nodes without NFD labels, stale labels, labels NFD would have rejected and NFD
@@ -36,10 +37,12 @@ options:
   page_size:
     description:
       - Nodes per list request; the nodes are read in pages of this size.
-      - The module reads whole Nodes (their taints and allocatable resources are in no smaller view the API server
-        offers), 10-40 KB of JSON each on a busy cluster; small pages keep its memory flat.
+      - The module reads the Node Table (labels, OS image, kernel, container runtime, Ready), a small part of each
+        Node, by default 500 a page. The nodes without NFD labels are read again in full (their taints decide
+        whether I(wait) waits for them, their allocatable GPUs whether they look like GPU nodes NFD missed), with one
+        request each while they are at most a third of the selected nodes, else with one list of the full selected
+        nodes, 10-40 KB of JSON each on a busy cluster, by default 100 a page.
     type: int
-    default: 100
   wait:
     description:
       - Wait until every selected node where nfd-worker runs (Ready, without a C(NoSchedule) or C(NoExecute) taint; at
@@ -163,6 +166,8 @@ nodes:
       description:
         - Whether the node has a C(NoSchedule) or C(NoExecute) taint, other than those of a passing node condition
           (C(node.kubernetes.io/*), C(node.cloudprovider.kubernetes.io/*)).
+        - Null for a node with NFD labels, whose taints are not read (they are in no smaller view of a Node than the
+          whole Node; nfd-worker ran there whatever they are, so waiting for NFD does not need them).
       type: bool
     gpu_count:
       description: C(nvidia.com/gpu.count) from GPU feature discovery, or null.
@@ -260,14 +265,14 @@ api_response_bytes:
   sample: {"wire": 2600000, "json": 36000000}
 '''
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import FULL_NODE_PAGE_SIZE, run_module
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import run_module
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_inventory import run
 
 
 def main():
     run_module(dict(
         label_selector=dict(type='str'),
-        page_size=dict(type='int', default=FULL_NODE_PAGE_SIZE),
+        page_size=dict(type='int'),
         wait=dict(type='bool', default=False),
         wait_timeout=dict(type='int', default=300),
         wait_sleep=dict(type='int', default=5),

@@ -167,3 +167,23 @@ def test_wait_returns_once_nfd_has_labelled_the_gpu_nodes(cluster, namespace, ma
     waiting.join(150)
     assert not outcome.get("failed"), outcome.get("msg")
     assert (outcome["gpu_nodes"], outcome["without_nfd"]) == (sorted(nodes), [])
+
+
+def test_a_real_node_table_then_the_node_without_nfd_labels_in_full(cluster, make_fleet):
+    # GPU nodes tainted for GPU workloads: nfd-worker tolerates the taint and labelled three; the fourth has no NFD
+    # labels yet, its taint (read in full) says nfd-worker does not run there.
+    taint = {"key": "nvidia.com/gpu", "effect": "NoSchedule"}
+    spec = fleet([{"name": "gpu", "count": 3, "gpu": {"count": 8}, "os": {"rhcos": RHCOS_416}, "taints": [taint]},
+                  {"name": "bare", "gpu": {"count": 8}, "os": {"rhcos": RHCOS_416}, "taints": [taint],
+                   "faults": {"no_nfd_labels": True}}])
+    *labelled, bare = make_fleet(spec).node_names
+    warm_up(cluster)
+    result = run(cluster, MODULE, {"label_selector": selector(spec), "wait": True, "wait_timeout": 5, "manage_labels": True})
+    assert not result.get("failed"), result.get("msg")
+    # One Node Table, one GET of the node without NFD labels (one of four), a label patch per GPU node.
+    assert result["api_requests"] == {"GET": 2, "PATCH": 3}
+    assert {node["name"]: node["tainted"] for node in result["nodes"]} == dict({bare: True}, **{n: None for n in labelled})
+    assert result["gpu_nodes"] == sorted(labelled) == sorted(result["label_changes"])
+    assert result["without_nfd"] == [bare]
+    # The patches (with the resourceVersion of the Table's metadata) are in place: nothing left to change.
+    assert run(cluster, MODULE, {"label_selector": selector(spec), "manage_labels": True})["changed"] is False

@@ -85,12 +85,14 @@ class FakeCluster:
         self.delete_conflicts = set()
 
     def list_nodes(self, label_selector=None, page_size=None, view=NODE_FULL):
-        self.reads.append(('nodes', label_selector))
+        self.reads.append(('nodes', label_selector, view))
         return iter([served_node(copy.deepcopy(node), view) for name, node in sorted(self.nodes.items())
                      if _matches(node['metadata']['labels'], label_selector)])
 
     def read_node(self, name):
         self.reads.append(('node', name))
+        if name not in self.nodes:
+            raise APIError('GET', '/api/v1/nodes/' + name, 404, 'nodes "%s" not found' % name)
         return copy.deepcopy(self.nodes[name])
 
     def set_labels(self, name, labels):

@@ -3,14 +3,16 @@
 
 import pytest
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import TaskError
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import NODE_FULL, NODE_INFO, TaskError
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import OPERANDS, node_facts
-from ansible_collections.accelerators.gpu.plugins.module_utils.node_inventory import missing_nfd, run, wait_for_nfd
+from ansible_collections.accelerators.gpu.plugins.module_utils.node_inventory import (
+    missing_nfd, read_nodes, read_one_by_one, run, wait_for_nfd)
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.fakes import FakeCluster, FakeModule
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.nodes import (
-    RHCOS_416, RHCOS_418, make_node, rhcos_node)
+    KERNEL_416, RHCOS_416, RHCOS_418, layered_rhcos_node, make_node, rhcos_node, ubuntu_node)
 
 DRIVER = 'nvidia.com/gpu.deploy.driver'
+GPU = 'nvidia.com/gpu'
 PRESENT = 'nvidia.com/gpu.present'
 
 
@@ -91,7 +93,8 @@ def test_without_wait_one_look_and_no_failure():
     cluster = FakeCluster([bare_node('w2')])
     result = run(FakeModule(params()), cluster)
     assert result['without_nfd'] == ['w2'] and result['waited_seconds'] == 0
-    assert cluster.reads == [('nodes', None)]
+    # One look: the Node Table, then the node without NFD labels in full (its taints, its allocatable resources).
+    assert cluster.reads == [('nodes', None, NODE_INFO), ('nodes', None, NODE_FULL)]
 
 
 def test_run_reports_facts_groups_and_warnings():
@@ -156,3 +159,96 @@ def test_labels_state_absent_removes_only_what_this_collection_sets():
     result = run(FakeModule(params(manage_labels=True, labels_state='absent')), cluster)
     assert result['label_changes'] == {'w1': {PRESENT: None, DRIVER: None}}
     assert cluster.nodes['w1']['metadata']['labels']['nvidia.com/gpu.deploy.dcgm-exporter'] == 'false'
+
+
+GPU_TAINT = {'key': 'nvidia.com/gpu', 'effect': 'NoSchedule'}
+
+
+def tainted(node, taint=None):
+    return dict(node, spec={'taints': [taint or GPU_TAINT]})
+
+
+def test_a_third_of_the_selected_nodes_or_fewer_are_read_one_by_one():
+    assert (read_one_by_one(0, 0), read_one_by_one(1, 3), read_one_by_one(2, 6)) == (True, True, True)
+    assert (read_one_by_one(1, 1), read_one_by_one(1, 2), read_one_by_one(3, 8)) == (False, False, False)
+
+
+def test_only_the_nodes_without_nfd_labels_are_read_in_full():
+    labelled = [rhcos_node('w%d' % index, extra={'pool': 'gpu'}) for index in range(4)]
+    bare = [make_node(name, {'pool': 'gpu'}) for name in ('bare-a', 'bare-b', 'bare-c')]
+    few = FakeCluster(labelled + bare[:2] + [rhcos_node('elsewhere')])
+    facts, versions = read_nodes(few, 'pool=gpu')
+    assert few.reads == [('nodes', 'pool=gpu', NODE_INFO), ('node', 'bare-a'), ('node', 'bare-b')]
+    assert len(facts) == 6 and versions == dict((name, node['metadata']['resourceVersion'])
+                                                for name, node in few.nodes.items() if name != 'elsewhere')
+    # Three of seven: one list of the full selected nodes, of which the module keeps the three.
+    many = FakeCluster(labelled + bare)
+    assert len(read_nodes(many, 'pool=gpu', page_size=7)[0]) == 7
+    assert many.reads == [('nodes', 'pool=gpu', NODE_INFO), ('nodes', 'pool=gpu', NODE_FULL)]
+    everyone = FakeCluster(labelled)
+    read_nodes(everyone)
+    assert everyone.reads == [('nodes', None, NODE_INFO)]
+
+
+def test_facts_of_the_node_table_are_those_of_the_full_node_but_the_taints_of_nfd_labelled_nodes():
+    nodes = [
+        rhcos_node('rhcos'), tainted(rhcos_node('rhcos-tainted')), rhcos_node('stale', rhcos=RHCOS_418, label_rhcos=RHCOS_416),
+        rhcos_node('cpu', gpu=False), layered_rhcos_node('layered'), ubuntu_node('ubuntu', kernel='6.8.0-1011-realtime+rt'),
+        rhcos_node('old-nfd', extra={'node.alpha.kubernetes-incubator.io/nfd-pci-10de.present': 'true'}),
+        make_node('not-ready', rhcos_node('x')['metadata']['labels'], 'Red Hat Enterprise Linux CoreOS %s (Plow)' % RHCOS_416,
+                  KERNEL_416, ready=False),
+        # Without NFD labels: read in full, every fact kept, the GPU evidence of allocatable and the taints among them.
+        make_node('bare-gpu', {}, 'Ubuntu 22.04.4 LTS', '5.15.0-100-generic', allocatable={GPU: '8'}),
+        tainted(bare_node('bare-tainted'), {'key': 'node-role.kubernetes.io/master', 'effect': 'NoSchedule'}),
+    ]
+    facts = dict((item['name'], item) for item in read_nodes(FakeCluster(nodes))[0])
+    for node in nodes:
+        name = node['metadata']['name']
+        full = node_facts(node)
+        assert facts[name]['tainted'] is (None if full['nfd_labelled'] else full['tainted']), name
+        assert dict(facts[name], tainted=full['tainted']) == full, name
+    assert node_facts(nodes[1])['tainted'] and facts['bare-tainted']['tainted']
+    assert facts['bare-gpu']['warnings'][0].startswith('node bare-gpu: looks like a GPU node (allocatable nvidia.com/gpu=8)')
+
+
+def test_a_server_answering_full_nodes_for_the_table_gives_the_same_facts():
+    class FullNodesOnly(FakeCluster):
+        def list_nodes(self, label_selector=None, page_size=None, view=NODE_FULL):
+            return super(FullNodesOnly, self).list_nodes(label_selector, page_size)
+
+    nodes = [tainted(rhcos_node('w1')), tainted(bare_node('w2'), {'key': 'x', 'effect': 'NoExecute'})]
+    assert read_nodes(FullNodesOnly(nodes)) == read_nodes(FakeCluster(nodes))
+
+
+def test_a_node_deleted_between_the_two_reads_is_left_out():
+    class Deleting(FakeCluster):
+        def list_nodes(self, label_selector=None, page_size=None, view=NODE_FULL):
+            listed = super(Deleting, self).list_nodes(label_selector, page_size, view)
+            self.nodes.pop('gone', None)
+            return listed
+
+    by_get = Deleting([rhcos_node('w%d' % index) for index in range(3)] + [bare_node('gone')])
+    assert [item['name'] for item in read_nodes(by_get)[0]] == ['w0', 'w1', 'w2']
+    assert by_get.reads[-1] == ('node', 'gone')
+    in_list = Deleting([rhcos_node('w1'), bare_node('gone'), bare_node('stays')])
+    facts, versions = read_nodes(in_list)
+    assert [item['name'] for item in facts] == sorted(versions) == ['stays', 'w1']
+
+
+def test_a_node_nfd_labelled_counts_for_the_wait_whatever_its_taints():
+    gpu_tainted = FakeCluster([tainted(rhcos_node('w1')), tainted(rhcos_node('w2'))])
+    facts = read_nodes(gpu_tainted)[0]
+    assert [item['tainted'] for item in facts] == [None, None]
+    # nfd-worker tolerating the GPU taint labelled them: nothing is left to wait for.
+    assert missing_nfd(facts) is None
+    with_bare = read_nodes(FakeCluster([tainted(rhcos_node('w1')), bare_node('w2')]))[0]
+    assert missing_nfd(with_bare).startswith('1 of 2 Ready untainted node(s) have no NFD labels')
+
+
+def test_labelled_nodes_patched_or_read_again_keep_their_taints_unread():
+    cluster = FakeCluster([tainted(rhcos_node('w1')), tainted(rhcos_node('w2'))])
+    cluster.before_patch = lambda name: cluster.set_labels(name, {'unrelated': 'x'}) if name == 'w2' and len(
+        cluster.writes) == 1 else None
+    result = run(FakeModule(params(manage_labels=True)), cluster)
+    assert sorted(result['label_changes']) == ['w1', 'w2'] and ('node', 'w2') in cluster.reads
+    assert [item['tainted'] for item in result['nodes']] == [None, None]
