@@ -13,7 +13,7 @@ version_added: 0.1.0
 author: accelerators.gpu developers (@accelerators-gpu)
 description:
   - Reads the nodes (optionally label-selected), the stack's pods, its kept validation Jobs and its driver DaemonSets
-    in O(namespace), and returns one row per GPU node (a node with an NFD NVIDIA PCI label): GPUs, product, memory and
+    in O(namespace), and returns one row per GPU node (a node with an NFD NVIDIA PCI label) with GPUs, product, memory and
     MIG capability (GPU feature discovery's labels, else NFD's PCI device labels), RHCOS version or kernel, driver
     DaemonSet, the readiness of each operand, the driver upgrade state, the MIG layout and its state, allocatable
     GPUs (MIG devices included) and the last validation; RV(ready); and the rows as text lines (RV(lines)).
