@@ -90,10 +90,24 @@ nodes:
       type: str
     driver:
       description:
-        - Readiness of the operand's pod on the node; likewise RV(nodes[].toolkit), RV(nodes[].device_plugin),
-          RV(nodes[].dcgm_exporter), RV(nodes[].gpu_feature_discovery) and RV(nodes[].mig_manager).
-        - C(ready), else why not (the pod's Status as C(kubectl get pods) shows it, for example
-          C(CrashLoopBackOff) or C(Init:0/1)), C(-) without a pod; C(host) for a pre-installed driver.
+        - Readiness of the driver pod on the node, C(ready), else why not (the pod's Status as C(kubectl get pods)
+          shows it, for example C(CrashLoopBackOff) or C(Init:0/1)), C(-) without a pod; C(host) for a pre-installed
+          driver.
+      type: str
+    toolkit:
+      description: Readiness of the container toolkit pod, as for RV(nodes[].driver).
+      type: str
+    device_plugin:
+      description: Readiness of the device plugin pod, as for RV(nodes[].driver).
+      type: str
+    dcgm_exporter:
+      description: Readiness of the DCGM exporter pod, as for RV(nodes[].driver).
+      type: str
+    gpu_feature_discovery:
+      description: Readiness of the GPU feature discovery pod, as for RV(nodes[].driver).
+      type: str
+    mig_manager:
+      description: Readiness of the MIG manager pod, as for RV(nodes[].driver).
       type: str
     driver_upgrade:
       description: The node's C(nvidia.com/gpu-driver-upgrade-state) label, or C(-).
