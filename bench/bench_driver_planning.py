@@ -6,7 +6,9 @@ Starts its own local cluster (heartbeats slowed), creates N nodes on 4 RHCOS ver
   the bytes of the API answers per node, as received and as JSON (the module's api_response_bytes);
 - the whole job through ansible-playbook, ours (bench/ours_driver_daemonsets.yml) and the peer's
   (bench/peer_driver_daemonsets.yml), first run and no-op re-run, then each no-op again through a counting proxy
-  (bench/counting_proxy.py: requests by verb and bytes, the same way for both); then accelerators.gpu.status.
+  (bench/counting_proxy.py: requests by verb and bytes, the same way for both); then accelerators.gpu.status, with
+  the stack's operand pods Running and Ready on every node (written by the benchmark: no simulator runs), and its
+  stack_status module alone for its requests and bytes.
 Run: make bench  (BENCH_NODES=5000 by default); BENCH_SCALE=1000,5000,10000: the module runs only, on each fleet
 size in turn, and a table of how wall time, peak memory and bytes per node grow.
 """
@@ -35,6 +37,10 @@ VERSIONS = ["416.94.202405081406-0", "418.94.202509100653-0", "9.6.20260217-1", 
 NAMESPACE = "nvidia-gpu-operator"
 READY_TIMEOUT = 1800
 DRIVER = {"repository": "example.test/nvidia", "version": "550.90.07"}
+# The operand pods the stack runs on every GPU node (app.kubernetes.io/component), by image.
+OPERAND_PODS = (("nvidia-driver", "driver"), ("nvidia-container-toolkit", "container-toolkit"),
+                ("nvidia-device-plugin", "k8s-device-plugin"), ("nvidia-dcgm-exporter", "dcgm-exporter"),
+                ("gpu-feature-discovery", "gpu-feature-discovery"), ("nvidia-operator-validator", "gpu-operator-validator"))
 
 
 def fleet_spec(nodes):
@@ -87,6 +93,45 @@ def create_nodes(client, spec, existing=(), workers=8):
             return set(n["name"] for n in nodes)
         time.sleep(5)
     raise RuntimeError("only %d of %d nodes Ready after %d s" % (ready, len(nodes), READY_TIMEOUT))
+
+
+def operand_pod(node, component, image, version):
+    """A pod of an operand bound to a node, and the status its kubelet would write once it is Ready."""
+    app = "nvidia-driver-daemonset-" + version if component == "nvidia-driver" else component
+    labels = {"app": app, "app.kubernetes.io/component": component,
+              "app.kubernetes.io/managed-by": "accelerators.gpu", "controller-revision-hash": "5d8f7c9b6"}
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "%s-%s" % (app, node), "namespace": NAMESPACE, "labels": labels},
+           "spec": {"nodeName": node, "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+                    "containers": [{"name": image, "image": "nvcr.io/nvidia/%s:v1" % image}]}}
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    status = {"phase": "Running", "hostIP": "127.0.0.1", "podIP": "127.0.0.1", "startTime": now,
+              "conditions": [{"type": kind, "status": "True", "lastTransitionTime": now}
+                             for kind in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady",
+                                          "PodScheduled")],
+              "containerStatuses": [{"name": image, "image": "nvcr.io/nvidia/%s:v1" % image, "imageID": "",
+                                     "ready": True, "started": True, "restartCount": 0,
+                                     "state": {"running": {"startedAt": now}}}]}
+    return pod, status
+
+
+def create_operand_pods(client, nodes, workers=16):
+    """The operand pods (OPERAND_PODS) on each node, Running and Ready: created, then their status written as their
+    kubelet would (no simulator runs in the benchmark's cluster). Returns how many."""
+    core = kubernetes.client.CoreV1Api(client)
+    versions = dict((n["name"], n["labels"]["feature.node.kubernetes.io/system-os_release.OSTREE_VERSION"])
+                    for n in fleet.expand_groups(fleet_spec(len(nodes))))
+
+    def create(args):
+        pod, status = operand_pod(*args)
+        # Answers left undecoded: decoding 2 Pods a pod would cost the benchmark more CPU than the API server.
+        core.create_namespaced_pod(NAMESPACE, pod, _preload_content=False)
+        core.patch_namespaced_pod_status(pod["metadata"]["name"], NAMESPACE, {"status": status}, _preload_content=False)
+
+    work = [(node, component, image, versions[node]) for node in sorted(nodes) for component, image in OPERAND_PODS]
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        list(pool.map(create, work))
+    return len(work)
 
 
 def run_module(name, args_file):
@@ -172,9 +217,10 @@ def measure_modules(count, env, server_pid):
     return rows
 
 
-def compare_playbooks(client, count, env, plane):
+def compare_playbooks(client, names, env, plane, server_pid):
     """The job through ansible-playbook, ours and the peer's, timed; then each no-op once more through the
-    counting proxy for its requests and bytes; then the status playbook."""
+    counting proxy for its requests and bytes; then the status, with the operand pods on every node."""
+    count = len(names)
     # Ours writes into NAMESPACE already: both start from nothing.
     apps = kubernetes.client.AppsV1Api(client)
     apps.delete_collection_namespaced_daemon_set(NAMESPACE)
@@ -202,8 +248,19 @@ def compare_playbooks(client, count, env, plane):
     print("peer/ours: first run %.1fx, no-op run %.1fx, no-op bytes %.1fx" % (
         results["peer"][0][0] / results["ours"][0][0], results["peer"][1][0] / results["ours"][1][0],
         results["peer"][2][1] / results["ours"][2][1]))
+    started = time.monotonic()
+    pods = create_operand_pods(client, names)
+    print("\n%d operand pods Running and Ready in %.1f s; load average: %.2f %.2f %.2f" % (
+        (pods, time.monotonic() - started) + os.getloadavg()))
+    module = measure_module("stack_status", {"namespace": NAMESPACE}, env, server_pid)
+    read = module["result"]["api_response_bytes"]
+    print("stack_status module: %.1f s, CPU %.1f s, server %.1f s, peak %.0f MiB, read %.1f MB as received "
+          "(%.1f MB JSON), requests %s" % (module["seconds"], module["cpu"], module["server_cpu"], module["rss"],
+                                           read["wire"] / 1e6, read["json"] / 1e6,
+                                           json.dumps(module["result"]["api_requests"], sort_keys=True)))
     seconds, _recap = run_playbook("accelerators.gpu.status", env)
-    print("ansible-playbook accelerators.gpu.status: %.1f s (%d GPU nodes, no GPU stack deployed)" % (seconds, count))
+    print("ansible-playbook accelerators.gpu.status: %.1f s (%d GPU nodes, %d operand pods, no validation Jobs); "
+          "load average: %.2f %.2f %.2f" % ((seconds, count, pods) + os.getloadavg()))
 
 
 @contextlib.contextmanager
@@ -212,7 +269,8 @@ def bench_cluster(state):
     plane = controlplane.ControlPlane(state)
     plane.down(quiet=True)
     # Heartbeats of thousands of nodes would load two cores; the benchmark measures the modules, not kwok.
-    info = plane.up("openshift", heartbeat_seconds=900)
+    # No simulator: the benchmark writes the operand pods' status itself (create_operand_pods).
+    info = plane.up("openshift", heartbeat_seconds=900, simulator=False)
     print("cluster up in %.1fs" % info["startup_seconds"])
     try:
         client = kubernetes.config.new_client_from_config(config_file=str(plane.kubeconfig))
@@ -275,7 +333,7 @@ def main():
         else:
             names = grow_fleet(client, args.nodes, ())[0]
             measure_modules(len(names), env, server_pid)
-            compare_playbooks(client, len(names), env, plane)
+            compare_playbooks(client, names, env, plane, server_pid)
     print("load average after: %.2f %.2f %.2f" % os.getloadavg())
 
 

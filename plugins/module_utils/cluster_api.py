@@ -11,7 +11,8 @@ wrapping costs seconds and hundreds of MiB on a list of thousands of nodes.
 
 Reads ask for no more than their callers use: every request accepts a gzip-compressed answer (the API server
 compresses those over 128 KB), and a list of nodes comes in the smallest view that carries what its caller reads
-(list_nodes: NODE_METADATA, NODE_INFO or NODE_FULL). The requests sent, by verb, and the bytes of the answers, as
+(list_nodes: NODE_METADATA, NODE_INFO or NODE_FULL), a list of pods as a Table when its caller reads their labels,
+node and readiness only (list_pods: POD_READINESS). The requests sent, by verb, and the bytes of the answers, as
 received and as decoded, are counted here and reported in every module result (run_module).
 """
 
@@ -54,18 +55,16 @@ _RESPONSE_BYTES = collections.Counter()
 NODE_FULL = 'full'          # the whole Node
 NODE_METADATA = 'metadata'  # metadata only: name, labels, annotations, resourceVersion (no spec, no status)
 NODE_INFO = 'info'          # metadata, status.nodeInfo's osImage, kernelVersion and containerRuntimeVersion, Ready
-# For each smaller view: the Accept header (the plain list is the fallback a server that does not serve the view
-# answers with), the kind of a list in the view and the includeObject parameter.
-_VIEWS = {
-    NODE_METADATA: ('application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json',
-                    'PartialObjectMetadataList', None),
-    NODE_INFO: ('application/json;as=Table;g=meta.k8s.io;v=v1, application/json', 'Table', 'Metadata'),
-}
+# What list_pods() asks for: the whole Pod, or its metadata, node and readiness (pod_from_table_row).
+POD_FULL = NODE_FULL
+POD_READINESS = 'readiness'
+_TABLE_ACCEPT = 'application/json;as=Table;g=meta.k8s.io;v=v1, application/json'
 # The Node Table's columns (the API server's node printer) that NODE_INFO reads, and the status.nodeInfo fields
-# they show; the printer shows an empty field as '<unknown>'.
+# they show; the printer shows an empty field as '<unknown>', an empty Pod column as '<none>'.
 _NODE_INFO_COLUMNS = (('OS-Image', 'osImage'), ('Kernel-Version', 'kernelVersion'),
                       ('Container-Runtime', 'containerRuntimeVersion'))
 _UNKNOWN_CELL = '<unknown>'
+_NONE_CELL = '<none>'
 
 
 class APIError(Exception):
@@ -139,6 +138,34 @@ def node_from_table_row(row, columns):
     return node
 
 
+def pod_from_table_row(row, columns):
+    """A Pod dict of one row of a Pod Table read with includeObject=Metadata: the row's metadata, spec.nodeName from
+    the Node cell, and in status what the Table tells of readiness: a Ready condition, 'True' when every container
+    counted in the Ready cell ('1/1') is ready, and as status.reason the Status cell, the reason kubectl get pods
+    shows (Running, ContainerCreating, CrashLoopBackOff, Init:0/1, Terminating...). The Table has no phase and no
+    container statuses. columns: the Table's column names, in order."""
+    cells = dict(zip(columns, row.get('cells') or []))
+    pod = {'metadata': (row.get('object') or {}).get('metadata') or {}, 'spec': {}, 'status': {}}
+    if cells.get('Node') not in (None, _NONE_CELL):
+        pod['spec']['nodeName'] = cells['Node']
+    ready, _slash, total = str(cells.get('Ready') or '').partition('/')
+    pod['status']['conditions'] = [{'type': 'Ready', 'status': 'True' if total not in ('', '0') and ready == total
+                                    else 'False'}]
+    if cells.get('Status'):
+        pod['status']['reason'] = cells['Status']
+    return pod
+
+
+# For each smaller view: the Accept header (the plain list is the fallback a server that does not serve the view
+# answers with), the kind of a list in the view, the includeObject parameter and what makes an item of a Table row.
+_VIEWS = {
+    NODE_METADATA: ('application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json',
+                    'PartialObjectMetadataList', None, None),
+    NODE_INFO: (_TABLE_ACCEPT, 'Table', 'Metadata', node_from_table_row),
+    POD_READINESS: (_TABLE_ACCEPT, 'Table', 'Metadata', pod_from_table_row),
+}
+
+
 def _view_items(page, view):
     """(the items of a page of a list as dicts, whether the page is in the view asked for). A server that does
     not serve the view answers with the full list."""
@@ -147,7 +174,7 @@ def _view_items(page, view):
         return page.get('items') or [], kind is None
     if kind == 'Table':
         columns = [column.get('name') for column in page.get('columnDefinitions') or []]
-        return [node_from_table_row(row, columns) for row in page.get('rows') or []], True
+        return [_VIEWS[view][3](row, columns) for row in page.get('rows') or []], True
     return page.get('items') or [], True
 
 
@@ -335,8 +362,10 @@ class ClusterAPI:
         return self._request('PATCH', '%s/%s' % (NODES, name), body=body,
                              content_type='application/merge-patch+json', write=True)
 
-    def list_pods(self, namespace, label_selector=None):
-        return list(self._list('/api/v1/namespaces/%s/pods' % namespace, label_selector))
+    def list_pods(self, namespace, label_selector=None, view=POD_FULL):
+        """The pods of a namespace, in view: POD_FULL (whole Pod dicts) or POD_READINESS (metadata, node and
+        readiness, from a Table: see pod_from_table_row)."""
+        return list(self._list('/api/v1/namespaces/%s/pods' % namespace, label_selector, view=view))
 
     def delete_pod(self, namespace, name, uid):
         """Delete a pod only if it is still the pod read (uid), else APIError 409."""

@@ -1,14 +1,19 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The per-node status table of the GPU stack, from the objects the status playbook reads."""
+"""The per-node status table of the GPU stack, and the stack_status module's work: reading what it shows.
+
+run() takes the module and a cluster_api.ClusterAPI (or any object with the same methods); the rest is pure.
+"""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import NODE_FULL, POD_READINESS
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import is_managed_driver, serves
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_upgrade import FAILURE_ANNOTATION, STATE_LABEL
 from ansible_collections.accelerators.gpu.plugins.module_utils.gfd_labels import gpu_summary
+from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import node_facts
 
 COMPONENT = 'app.kubernetes.io/component'
 # Table columns of the operands, by the app.kubernetes.io/component of their pods.
@@ -22,6 +27,10 @@ MIG_CONFIG_LABEL = 'nvidia.com/mig.config'
 MIG_STATE_LABEL = 'nvidia.com/mig.config.state'
 CHECK_LABEL = 'accelerators.gpu/validation'
 NODE_ANNOTATION = 'accelerators.gpu/node'
+# What the status reads in the stack's namespace.
+MANAGED_SELECTOR = 'app.kubernetes.io/managed-by=accelerators.gpu'
+VALIDATION_SELECTOR = COMPONENT + '=gpu-validation'
+DRIVER_DAEMONSETS_SELECTOR = MANAGED_SELECTOR + ',' + COMPONENT + '=nvidia-driver'
 HEADERS = (('node', 'NODE'), ('gpus', 'GPUS'), ('product', 'PRODUCT'), ('memory', 'MEMORY MiB'), ('mig_capable', 'MIG'),
            ('os', 'RHCOS / KERNEL'), ('driver_daemonset', 'DRIVER DAEMONSET'),
            ('driver', 'DRIVER'), ('driver_upgrade', 'DRIVER UPGRADE'), ('toolkit', 'TOOLKIT'), ('device_plugin', 'DEVICE PLUGIN'),
@@ -30,18 +39,25 @@ HEADERS = (('node', 'NODE'), ('gpus', 'GPUS'), ('product', 'PRODUCT'), ('memory'
 
 
 def pod_readiness(pod):
-    """'ready', or why not: the first waiting or terminated reason of its containers, else its phase."""
+    """'ready', or why not: the first waiting or terminated reason of its containers, else its phase. A pod read in
+    cluster_api's POD_READINESS view has no container statuses: its Ready condition says it, else its reason (the
+    Table's Status, as kubectl get pods shows it)."""
     status = pod.get('status') or {}
     containers = (status.get('initContainerStatuses') or []) + (status.get('containerStatuses') or [])
     main = status.get('containerStatuses') or []
-    if status.get('phase') == 'Running' and main and all(c.get('ready') for c in main):
+    if main:
+        ready = status.get('phase') == 'Running' and all(c.get('ready') for c in main)
+    else:
+        ready = any(condition.get('type') == 'Ready' and condition.get('status') == 'True'
+                    for condition in status.get('conditions') or [])
+    if ready:
         return 'ready'
     for container in containers:
         state = container.get('state') or {}
         reason = (state.get('waiting') or state.get('terminated') or {}).get('reason')
         if reason and reason != 'Completed':
             return reason
-    return status.get('phase') or 'Unknown'
+    return status.get('phase') or status.get('reason') or 'Unknown'
 
 
 def _job_result(job):
@@ -159,3 +175,51 @@ def table_lines(rows):
             lines.append('%s: no driver DaemonSet is for %s, which it runs (an upgrade outside '
                          'accelerators.gpu.rhcos_upgrade?): run accelerators.gpu.reconcile' % (row['node'], row['os']))
     return lines
+
+
+def verdict(rows):
+    """The line under the table: whether the stack is ready on every GPU node, else the nodes where it is not."""
+    if rows and all(row['ready'] for row in rows):
+        return 'GPU stack ready on every GPU node'
+    return 'GPU stack NOT ready on %s' % (', '.join(row['node'] for row in rows if not row['ready'])
+                                          or 'any node: no GPU node found')
+
+
+def status_node(node):
+    """What node_rows() reads of a Node (name, labels, the upgrade-failure annotation, capacity, allocatable): a
+    reader of thousands of full Nodes keeps only this of each."""
+    metadata = node.get('metadata') or {}
+    status = node.get('status') or {}
+    annotations = metadata.get('annotations') or {}
+    return {'metadata': {'name': metadata.get('name'), 'labels': metadata.get('labels') or {},
+                         'annotations': dict((key, annotations[key]) for key in (FAILURE_ANNOTATION,)
+                                             if key in annotations)},
+            'status': {'capacity': status.get('capacity') or {}, 'allocatable': status.get('allocatable') or {}}}
+
+
+def read_gpu_nodes(api, label_selector=None):
+    """(facts of the GPU nodes sorted by name, their status_node() parts, warnings about any node). Full Nodes,
+    read once: the allocatable column is in no smaller view."""
+    facts, nodes, warnings = [], [], []
+    for node in api.list_nodes(label_selector, view=NODE_FULL):
+        fact = node_facts(node)
+        warnings.extend(fact['warnings'])
+        if fact['gpu_present']:
+            # node_rows() reads the labels of the Node.
+            del fact['labels']
+            facts.append(fact)
+            nodes.append(status_node(node))
+    facts.sort(key=lambda fact: fact['name'])
+    return facts, nodes, warnings
+
+
+def run(module, api):
+    params = module.params
+    facts, nodes, warnings = read_gpu_nodes(api, params['label_selector'])
+    rows = node_rows(facts, nodes, api.list_pods(params['namespace'], MANAGED_SELECTOR, view=POD_READINESS),
+                     api.list_jobs(params['namespace'], VALIDATION_SELECTOR),
+                     api.list_daemonsets(params['namespace'], DRIVER_DAEMONSETS_SELECTOR))
+    for warning in warnings:
+        module.warn(warning)
+    return {'changed': False, 'nodes': rows, 'ready': bool(rows) and all(row['ready'] for row in rows),
+            'lines': table_lines(rows) + [verdict(rows)]}

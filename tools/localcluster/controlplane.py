@@ -127,7 +127,9 @@ class ControlPlane:
         return bool(info) and all(_alive(pid) for pid in info["pids"].values())
 
     # -- start ---------------------------------------------------------------------------------
-    def up(self, flavour="openshift", bin_dir=None, etcd_binary=None, heartbeat_seconds=30):
+    def up(self, flavour="openshift", bin_dir=None, etcd_binary=None, heartbeat_seconds=30, simulator=True):
+        """Starts the control plane; without simulator, no one plays the GPU stack's pods (a benchmark that writes
+        their status itself)."""
         if flavour not in FLAVOURS:
             raise ClusterError("unknown flavour %r: choose one of %s" % (flavour, ", ".join(FLAVOURS)))
         if self.running():
@@ -210,9 +212,10 @@ class ControlPlane:
         client = api.client_from_kubeconfig(self.kubeconfig)
         api.install_crds(client, flavour)
         api.mark_local(client, MARKER, flavour)
-        self._spawn(info, "simulator", [
-            sys.executable, "-m", "localcluster.simulator", "--kubeconfig=%s" % components],
-            env={"PYTHONPATH": str(TOOLS)})
+        if simulator:
+            self._spawn(info, "simulator", [
+                sys.executable, "-m", "localcluster.simulator", "--kubeconfig=%s" % components],
+                env={"PYTHONPATH": str(TOOLS)})
         api.wait_default_service_account(client, timeout=60)
         info["startup_seconds"] = round(time.monotonic() - started, 1)
         self._save(info)

@@ -9,9 +9,10 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import api_exception
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import (
-    NODE_INFO, NODE_METADATA, APIError, ClusterAPI, node_from_table_row)
+    NODE_INFO, NODE_METADATA, POD_READINESS, APIError, ClusterAPI, node_from_table_row, pod_from_table_row)
 from ansible_collections.accelerators.gpu.plugins.module_utils.dtk import NOT_OPENSHIFT, STREAM_MISSING
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import node_facts
+from ansible_collections.accelerators.gpu.plugins.module_utils.stack_status import pod_readiness
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.fakes import NODE_TABLE_COLUMNS, node_table_row
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s import client as k8s_client
 
@@ -181,6 +182,49 @@ def test_node_info_view_gives_the_driver_plan_the_facts_of_the_full_node():
     # What the Table leaves out: spec.taints and status.allocatable (evidence only for nodes without NFD labels).
     assert full.pop('tainted') and not projected.pop('tainted')
     assert projected == full
+
+
+# The columns of the API server's Pod Table (its pod printer), wide ones included.
+POD_TABLE_COLUMNS = [{'name': name} for name in ('Name', 'Ready', 'Status', 'Restarts', 'Age', 'IP', 'Node',
+                                                 'Nominated Node', 'Readiness Gates')]
+
+
+def pod_table_row(name, ready, status, node):
+    metadata = {'name': name, 'labels': {'app.kubernetes.io/component': 'nvidia-driver'}}
+    return {'cells': [name, ready, status, 0, '1d', '<none>', node, '<none>', '<none>'],
+            'object': {'kind': 'PartialObjectMetadata', 'metadata': metadata}}
+
+
+def test_pod_readiness_view_reads_a_pod_table_with_its_metadata(monkeypatch):
+    page = {'kind': 'Table', 'columnDefinitions': POD_TABLE_COLUMNS, 'metadata': {}, 'rows': [
+        pod_table_row('ready', '2/2', 'Running', 'gpu-0'), pod_table_row('probing', '1/2', 'Running', 'gpu-1'),
+        pod_table_row('crashing', '0/1', 'Init:CrashLoopBackOff', 'gpu-2'),
+        pod_table_row('leaving', '1/1', 'Terminating', 'gpu-3'), pod_table_row('unscheduled', '0/1', 'Pending', '<none>')]}
+    client = DynamicClient({('GET', '/api/v1/namespaces/gpu/pods'): page})
+    api = make_api(monkeypatch, client)
+    pods = api.list_pods('gpu', 'a=b', view=POD_READINESS)
+    assert client.requests[0][3]['header_params'] == {
+        'Accept': 'application/json;as=Table;g=meta.k8s.io;v=v1, application/json'}
+    assert client.requests[0][3]['query_params'] == [('includeObject', 'Metadata')]
+    assert pods[0] == {'metadata': page['rows'][0]['object']['metadata'], 'spec': {'nodeName': 'gpu-0'},
+                       'status': {'conditions': [{'type': 'Ready', 'status': 'True'}], 'reason': 'Running'}}
+    assert [(pod['spec'].get('nodeName'), pod_readiness(pod)) for pod in pods] == [
+        ('gpu-0', 'ready'), ('gpu-1', 'Running'), ('gpu-2', 'Init:CrashLoopBackOff'), ('gpu-3', 'ready'),
+        (None, 'Pending')]
+    assert api._module.warnings == []
+
+
+def test_pod_readiness_of_full_pods_and_of_the_table_agree():
+    running = {'status': {'phase': 'Running', 'conditions': [{'type': 'Ready', 'status': 'True'}],
+                          'containerStatuses': [{'ready': True, 'state': {'running': {}}}]}}
+    probing = {'status': {'phase': 'Running', 'conditions': [{'type': 'Ready', 'status': 'False'}],
+                          'containerStatuses': [{'ready': False, 'state': {'running': {}}}]}}
+    pulling = {'status': {'phase': 'Pending', 'containerStatuses': [
+        {'ready': False, 'state': {'waiting': {'reason': 'ImagePullBackOff'}}}]}}
+    cells = (('1/1', 'Running'), ('0/1', 'Running'), ('0/1', 'ImagePullBackOff'))
+    for full, (ready, status) in zip((running, probing, pulling), cells):
+        served = pod_from_table_row(pod_table_row('p', ready, status, 'gpu-0'), [c['name'] for c in POD_TABLE_COLUMNS])
+        assert pod_readiness(served) == pod_readiness(full)
 
 
 def test_metadata_view_of_a_node_without_labels(monkeypatch):

@@ -1,6 +1,8 @@
 """The status table: operand readiness per node, newest validation per check, host drivers, alignment."""
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.stack_status import node_rows, table_lines
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import NODE_FULL, POD_READINESS
+from ansible_collections.accelerators.gpu.plugins.module_utils.stack_status import (
+    node_rows, run, status_node, table_lines, verdict)
 
 
 def pod(node, component, app=None, ready=True, reason=None):
@@ -124,3 +126,79 @@ def test_mig_layout_and_manager_per_node_and_mig_devices_count_as_allocatable():
     assert first["ready"] is True
     lines = table_lines([first, second])
     assert "all-1g.10gb (success)" in lines[1] and "MIG CONFIG" in lines[0]
+
+
+class StatusCluster:
+    """The lists the stack_status module reads, in memory; reads records (what, view or selector)."""
+
+    def __init__(self, nodes, pods, jobs, daemonsets):
+        self.nodes, self.pods, self.jobs, self.daemonsets = nodes, pods, jobs, daemonsets
+        self.reads = []
+
+    def list_nodes(self, label_selector=None, page_size=None, view=NODE_FULL):
+        self.reads.append(("nodes", label_selector, view))
+        return iter(self.nodes)
+
+    def list_pods(self, namespace, label_selector=None, view=NODE_FULL):
+        self.reads.append(("pods", namespace, label_selector, view))
+        return self.pods
+
+    def list_jobs(self, namespace, label_selector=None):
+        self.reads.append(("jobs", namespace, label_selector))
+        return self.jobs
+
+    def list_daemonsets(self, namespace, label_selector=None):
+        self.reads.append(("daemonsets", namespace, label_selector))
+        return self.daemonsets
+
+
+def full_node(name, build, pci=True, annotations=None):
+    labels = {"feature.node.kubernetes.io/system-os_release.OSTREE_VERSION": build,
+              "nvidia.com/gpu.deploy.driver": "true"}
+    if pci:
+        labels["feature.node.kubernetes.io/pci-10de.present"] = "true"
+    return {"metadata": {"name": name, "labels": labels, "annotations": dict(annotations or {}, big="x" * 100)},
+            "spec": {"taints": []},
+            "status": {"nodeInfo": {"osImage": "Red Hat Enterprise Linux CoreOS %s (Plow)" % build},
+                       "capacity": {"nvidia.com/gpu": "8"}, "allocatable": {"nvidia.com/gpu": "8", "cpu": "64"},
+                       "images": [{"names": ["big"], "sizeBytes": 1}]}}
+
+
+def test_the_module_reads_each_list_once_keeps_only_what_rows_show_and_says_where_the_stack_is_not_ready():
+    build = "9.6.20260303-1"
+    failure = {"accelerators.gpu/driver-upgrade-failure": "driver pod not ready after 600s"}
+    # No NFD label but a GPU resource: not a GPU node, and the warning nfd_labels gives.
+    unlabelled = full_node("c-unlabelled", build, pci=False)
+    unlabelled["metadata"]["labels"] = {}
+    cluster = StatusCluster(
+        [full_node("b-failed", build, annotations=failure), full_node("a-ready", build), unlabelled],
+        [pod(name, component) for name in ("a-ready", "b-failed") for component in ("nvidia-driver",) + OPERANDS],
+        [job(name, "cuda", succeeded=1) for name in ("a-ready", "b-failed")], [driver_daemonset(build)])
+    for pod_read in cluster.pods:
+        pod_read["metadata"]["labels"]["app"] = "nvidia-driver-daemonset-" + build
+    cluster.nodes[0]["metadata"]["labels"]["nvidia.com/gpu-driver-upgrade-state"] = "upgrade-failed"
+    module = type("Module", (), {"params": {"namespace": "gpu", "label_selector": "role=gpu"}, "warnings": [],
+                                 "warn": lambda self, message: self.warnings.append(message)})()
+    result = run(module, cluster)
+    assert cluster.reads == [
+        ("nodes", "role=gpu", NODE_FULL),
+        ("pods", "gpu", "app.kubernetes.io/managed-by=accelerators.gpu", POD_READINESS),
+        ("jobs", "gpu", "app.kubernetes.io/component=gpu-validation"),
+        ("daemonsets", "gpu", "app.kubernetes.io/managed-by=accelerators.gpu,app.kubernetes.io/component=nvidia-driver")]
+    assert [(row["node"], row["ready"], row["driver_upgrade"]) for row in result["nodes"]] == [
+        ("a-ready", True, "-"), ("b-failed", False, "upgrade-failed")]
+    assert (result["ready"], result["changed"]) == (False, False)
+    assert result["lines"][-2:] == ["b-failed: driver upgrade-failed: driver pod not ready after 600s",
+                                    "GPU stack NOT ready on b-failed"]
+    assert result["lines"][:-1] == table_lines(result["nodes"])
+    assert [warning.split(":")[0] for warning in module.warnings] == ["node c-unlabelled"]
+    assert status_node(cluster.nodes[0]) == {
+        "metadata": {"name": "b-failed", "labels": cluster.nodes[0]["metadata"]["labels"], "annotations": failure},
+        "status": {"capacity": {"nvidia.com/gpu": "8"}, "allocatable": {"nvidia.com/gpu": "8", "cpu": "64"}}}
+
+
+def test_verdict_names_the_nodes_not_ready_and_an_empty_fleet():
+    assert verdict([{"node": "a", "ready": True}]) == "GPU stack ready on every GPU node"
+    assert verdict([{"node": "a", "ready": False}, {"node": "b", "ready": True}, {"node": "c", "ready": False}]) == (
+        "GPU stack NOT ready on a, c")
+    assert verdict([]) == "GPU stack NOT ready on any node: no GPU node found"
