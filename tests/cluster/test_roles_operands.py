@@ -345,11 +345,16 @@ def test_unpullable_operand_image_fails_fast_naming_node_and_image(cluster, name
     for node in (gpu0, gpu1):
         assert "node %s: pod %s/nvidia-device-plugin-daemonset-" % (node, namespace) in failed["msg"]
     assert "cannot pull image %s (ImagePullBackOff" % missing in failed["msg"]
-    assert {(p["kind"], p["node"]) for p in failed["problems"]} == {("image", gpu0), ("image", gpu1)}
+    # The wait ends on the first node whose kubelet reports the image unpullable (each kubelet reports on its own
+    # time); the other node is named in the diagnosis of the pods not ready.
+    problem_nodes = {p["node"] for p in failed["problems"]}
+    assert problem_nodes and problem_nodes <= {gpu0, gpu1}
+    assert {p["kind"] for p in failed["problems"]} == {"image"}
     diagnosed = {entry["node"]: entry for entry in failed["nodes"]}
     assert set(diagnosed) == {gpu0, gpu1}
-    assert diagnosed[gpu0]["phase"] == "Pending"
-    assert {c["reason"] for c in diagnosed[gpu0]["containers"]} == {"ImagePullBackOff"}
+    for node in problem_nodes:
+        assert diagnosed[node]["phase"] == "Pending"
+        assert {c["reason"] for c in diagnosed[node]["containers"]} == {"ImagePullBackOff"}
     # The toolkit before it is ready and validated; the DCGM exporter after it was never reached.
     assert jobs_by_check(cluster, namespace) == {("toolkit", gpu0): 1, ("toolkit", gpu1): 1}
     assert not cluster.apps.list_namespaced_daemon_set(
