@@ -120,7 +120,7 @@ def seconds_from(playbook_run, task_name):
     tasks = json.loads(playbook_run.process.stdout)["plays"][0]["tasks"]
     stamps = [(task["task"]["name"], task["task"]["duration"]) for task in tasks]
     starts = [duration["start"] for name, duration in stamps if name.endswith(task_name)]
-    assert starts, "no task named %r ran; the play ran: %s" % (task_name, [name for name, _ in stamps])
+    assert starts, "no task named %r ran; the play ran: %s" % (task_name, [stamp[0] for stamp in stamps])
     start = starts[-1]
     return (datetime.datetime.fromisoformat(stamps[-1][1]["end"].replace("Z", "+00:00"))
             - datetime.datetime.fromisoformat(start.replace("Z", "+00:00"))).total_seconds()
