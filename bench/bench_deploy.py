@@ -8,8 +8,9 @@ simulated driver build of driver_build_seconds on every GPU node), then measures
 - the peer: bench/peer_deploy.yml (kubernetes.core and Jinja only, until: waits), applying the same manifests,
   rendered from the objects our deploy created (after our uninstall, so that it also starts from nothing), first
   run and no-op re-runs.
-Per run: wall time, the time spent in wait tasks (profile_tasks) and the rest, the orchestration; the recap. Each
-no-op is run NOOP_RUNS times: the table shows the median run and the range of wall times.
+Per run: wall time, the time spent in wait tasks (profile_tasks) and the rest, the orchestration, CPU seconds, the
+load average at its end; the recap. Each no-op is run NOOP_RUNS times (--noop-runs): the table shows the median run
+and the range of wall times. Each row is printed as soon as it is measured.
 Run: make bench-deploy  (or make bench, which runs both benchmarks)
 """
 
@@ -40,6 +41,12 @@ RECAP = re.compile(r"^localhost +: (.*)$")
 # Server-set fields a manifest does not carry.
 SERVER_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration", "deprecated.daemonset.template.generation")
 SERVICE_FIELDS = ("clusterIP", "clusterIPs")
+# The kinds of the deploy's objects other than DaemonSets, NFD's and the validation Jobs.
+BASE_KINDS = (("v1", "ServiceAccount"), ("v1", "ConfigMap"), ("v1", "Service"),
+              ("rbac.authorization.k8s.io/v1", "Role"), ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+              ("rbac.authorization.k8s.io/v1", "ClusterRole"), ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+              ("node.k8s.io/v1", "RuntimeClass"), ("monitoring.coreos.com/v1", "ServiceMonitor"),
+              ("monitoring.coreos.com/v1", "PrometheusRule"))
 # No-op runs per playbook: one run's wall time moves with what else the machine does, the median less.
 NOOP_RUNS = 3
 
@@ -48,7 +55,7 @@ def run_playbook(playbook, env, variables=None):
     """(wall seconds, seconds in wait tasks, recap {ok: n, changed: n, ...}, output, CPU seconds) of one
     ansible-playbook run. The CPU seconds (user and system, of ansible-playbook, its workers and the modules) do not
     depend on what else loads the machine, as the wall time does."""
-    command = [str(Path(sys.executable).parent / "ansible-playbook"), playbook]
+    command = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", playbook]
     for name, value in (variables or {}).items():
         command += ["-e", "%s=%s" % (name, value)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -68,14 +75,33 @@ def run_playbook(playbook, env, variables=None):
     return seconds, waits, recap, process.stdout, cpu
 
 
-def repeat_noop(playbook, env, variables=None):
-    """NOOP_RUNS runs of a playbook that has nothing left to change."""
-    return [run_playbook(playbook, env, variables) for _run in range(NOOP_RUNS)]
+def repeat_noop(runs, playbook, env, variables=None):
+    """runs runs of a playbook that has nothing left to change."""
+    return [run_playbook(playbook, env, variables) for _run in range(runs)]
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--state", default=str(ROOT / ".build" / "bench-deploy-cluster"))
+    parser.add_argument("--fleet", default=str(FLEET), help="fleet file (a smaller one to try the benchmark out)")
+    parser.add_argument("--noop-runs", type=int, default=NOOP_RUNS, help="runs of each no-op")
+    return parser.parse_args()
 
 
 def median_run(runs):
     """The run of median wall time (the recap shown for it; the changed count of the table is the worst run's)."""
     return sorted(runs, key=lambda run: run[0])[len(runs) // 2]
+
+
+def measure(label, name, runs):
+    """Prints the row of runs (the median one, the range of wall times, the worst changed count) and returns the
+    median run."""
+    seconds, waits, recap, _output, cpu = run = median_run(runs)
+    spread = "%.1f-%.1f" % (min(r[0] for r in runs), max(r[0] for r in runs)) if len(runs) > 1 else ""
+    print("%-26s %-6s %8.1f %13s %9.1f %14.1f %8.1f %6.1f  ok=%d changed=%d" % (
+        label, name, seconds, spread, waits, seconds - waits, cpu, os.getloadavg()[0], recap.get("ok", 0),
+        max(r[2].get("changed", 0) for r in runs)), flush=True)
+    return run
 
 
 def manifest(obj):
@@ -107,26 +133,23 @@ def write_manifests(client, directory):
     """The objects accelerators.gpu.deploy created, one file per state of the peer playbook."""
     daemonsets = read(client, "apps/v1", "DaemonSet", NAMESPACE)
 
-    def component(name):
-        return [d for d in daemonsets if d["metadata"]["labels"].get("app.kubernetes.io/component") == name]
+    def component(*names):
+        return [d for d in daemonsets if d["metadata"]["labels"].get("app.kubernetes.io/component") in names]
 
+    # Every other object the deploy labels as its own, in any namespace (the console dashboard lives in
+    # openshift-config-managed), but the validation Jobs, which the peer creates per node itself.
+    managed = [obj for group_version, kind in BASE_KINDS for obj in read(client, group_version, kind, None, MANAGED)]
     states = {
         "nfd_olm": read(client, "v1", "Namespace", name=NFD_NAMESPACE)
         + read(client, "operators.coreos.com/v1", "OperatorGroup", NFD_NAMESPACE)
         + read(client, "operators.coreos.com/v1alpha1", "Subscription", NFD_NAMESPACE),
         "nfd": read(client, "nfd.openshift.io/v1", "NodeFeatureDiscovery", NFD_NAMESPACE),
-        "base": read(client, "v1", "Namespace", name=NAMESPACE)
-        + [obj for kind in ("ServiceAccount", "ConfigMap", "Service") for obj in read(
-            client, "v1", kind, NAMESPACE, MANAGED)]
-        + read(client, "monitoring.coreos.com/v1", "ServiceMonitor", NAMESPACE, MANAGED)
-        + [obj for kind in ("Role", "RoleBinding") for obj in read(
-            client, "rbac.authorization.k8s.io/v1", kind, NAMESPACE, MANAGED)]
-        + [obj for kind in ("ClusterRole", "ClusterRoleBinding") for obj in read(
-            client, "rbac.authorization.k8s.io/v1", kind, None, MANAGED)]
-        + read(client, "node.k8s.io/v1", "RuntimeClass", None, MANAGED),
+        "base": read(client, "v1", "Namespace", name=NAMESPACE) + managed,
         "driver": component("nvidia-driver"),
-        "container_toolkit": component("nvidia-container-toolkit"),
+        "container_toolkit": component("nvidia-container-toolkit", "nvidia-operator-validator"),
         "device_plugin": component("nvidia-device-plugin"),
+        "gpu_feature_discovery": component("gpu-feature-discovery"),
+        "mig_manager": component("nvidia-mig-manager"),
         "dcgm_exporter": component("nvidia-dcgm-exporter"),
     }
     for state, objects in states.items():
@@ -137,10 +160,8 @@ def write_manifests(client, directory):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--state", default=str(ROOT / ".build" / "bench-deploy-cluster"))
-    args = parser.parse_args()
-    spec = yaml.safe_load(FLEET.read_text())
+    args = parse_args()
+    spec = yaml.safe_load(Path(args.fleet).read_text())
     gpu_nodes = sum(group.get("count", 1) for group in spec["nodes"] if group.get("gpu"))
     build_seconds = max(group.get("driver_build_seconds", 0) for group in spec["nodes"])
     # Stopped by SIGTERM, it still stops its cluster (finally below).
@@ -157,49 +178,36 @@ def main():
         print(report.node_size_line(client))
         env = dict(os.environ, KUBECONFIG=str(plane.kubeconfig), K8S_AUTH_KUBECONFIG=str(plane.kubeconfig),
                    ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".build" / "collections"),
-                   ANSIBLE_PYTHON_INTERPRETER=sys.executable, ANSIBLE_LOCALHOST_WARNING="false",
-                   ANSIBLE_INVENTORY_UNPARSED_WARNING="false", ANSIBLE_NOCOLOR="true",
+                   ANSIBLE_PYTHON_INTERPRETER=sys.executable, ANSIBLE_NOCOLOR="true",
                    ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks", PROFILE_TASKS_TASK_OUTPUT_LIMIT="all")
-        results = {}
-        first = run_playbook("accelerators.gpu.deploy", env)
+        print("\nansible-playbook, %d GPU nodes on 2 RHCOS builds + %d CPU nodes; each row printed as measured" % (
+            gpu_nodes, len(nodes) - gpu_nodes))
+        print("no-op rows: the median of %d runs, and their range" % args.noop_runs)
+        print("%-26s %-6s %8s %13s %9s %14s %8s %6s  %s" % (
+            "", "run", "wall s", "wall range", "in waits", "orchestration", "CPU s", "load", "recap"), flush=True)
+        first = measure("ours", "first", [run_playbook("accelerators.gpu.deploy", env)])
         (ROOT / ".build" / "bench-deploy-ours-first.log").write_text(first[3])
-        results["ours"] = (first, repeat_noop("accelerators.gpu.deploy", env))
-        (ROOT / ".build" / "bench-deploy-ours-noop.log").write_text(results["ours"][1][0][3])
+        noop = measure("ours", "no-op", repeat_noop(args.noop_runs, "accelerators.gpu.deploy", env))
+        (ROOT / ".build" / "bench-deploy-ours-noop.log").write_text(noop[3])
         cold = []
-        for _run in range(NOOP_RUNS):
+        for _run in range(args.noop_runs):
             with tempfile.TemporaryDirectory(prefix="bench-no-worker-") as runtime:
                 # A socket directory of its own: no module worker is running there yet.
                 cold.append(run_playbook("accelerators.gpu.deploy", dict(env, XDG_RUNTIME_DIR=runtime)))
-        results["ours, no worker at start"] = (None, cold)
+        cold = measure("ours, no worker at start", "no-op", cold)
         # The entry point a schedule runs between deploys (the deploy itself): its no-op is what each tick costs.
-        results["ours, reconcile"] = (None, repeat_noop("accelerators.gpu.reconcile", env))
+        measure("ours, reconcile", "no-op", repeat_noop(args.noop_runs, "accelerators.gpu.reconcile", env))
         with tempfile.TemporaryDirectory(prefix="bench-peer-") as directory:
             counts = write_manifests(client, Path(directory))
-            print("peer manifests from our objects: %s" % ", ".join("%s %d" % item for item in counts.items()))
             run_playbook("accelerators.gpu.uninstall", env)
             peer = str(ROOT / "bench" / "peer_deploy.yml")
             variables = {"peer_manifests": directory, "peer_gpu_nodes": gpu_nodes}
-            first = run_playbook(peer, env, variables)
-            results["peer"] = (first, repeat_noop(peer, env, variables))
-        print("\nansible-playbook, %d GPU nodes on 2 RHCOS builds + %d CPU nodes; load average %.1f at the end" % (
-            gpu_nodes, len(nodes) - gpu_nodes, os.getloadavg()[0]))
-        print("no-op rows: the median of %d runs, and their range" % NOOP_RUNS)
-        print("%-26s %-6s %8s %13s %9s %14s %8s  %s" % (
-            "", "run", "wall s", "wall range", "in waits", "orchestration", "CPU s", "recap"))
-        for label, (first, noops) in results.items():
-            for name, runs in (("first", [first] if first else []), ("no-op", noops)):
-                if not runs:
-                    continue
-                seconds, waits, recap, _output, cpu = median_run(runs)
-                spread = "%.1f-%.1f" % (min(r[0] for r in runs), max(r[0] for r in runs)) if len(runs) > 1 else ""
-                print("%-26s %-6s %8.1f %13s %9.1f %14.1f %8.1f  ok=%d changed=%d" % (
-                    label, name, seconds, spread, waits, seconds - waits, cpu, recap.get("ok", 0),
-                    max(r[2].get("changed", 0) for r in runs)))
+            peer_first = measure("peer", "first", [run_playbook(peer, env, variables)])
+            peer_noop = measure("peer", "no-op", repeat_noop(args.noop_runs, peer, env, variables))
+        print("peer manifests from our objects: %s" % ", ".join("%s %d" % item for item in counts.items()))
         for column, index in (("wall", 0), ("CPU", 4)):
-            peer_noop = median_run(results["peer"][1])[index]
             print("peer/ours %s: first run %.1fx, no-op run %.1fx (%.1fx with no module worker running)" % (
-                column, results["peer"][0][index] / results["ours"][0][index],
-                peer_noop / median_run(results["ours"][1])[index], peer_noop / median_run(cold)[index]))
+                column, peer_first[index] / first[index], peer_noop[index] / noop[index], peer_noop[index] / cold[index]))
         print("targets: our no-op under 30 s and the peer's no-op >= 3x ours; the reconcile no-op under 10 s")
         print("our runs' profiles: .build/bench-deploy-ours-first.log, .build/bench-deploy-ours-noop.log")
     finally:

@@ -52,15 +52,9 @@ options:
         a trusted CA bundle; its values, which may hold credentials, are not returned.
     type: bool
     default: false
-attributes:
-  check_mode:
-    description: Reads only, so check mode does the same as a normal run.
-    support: full
-  diff_mode:
-    description: Nothing changes, so there is no diff.
-    support: none
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - accelerators.gpu.read_only
 requirements:
   - kubernetes >= 24.2.0
 '''

@@ -68,15 +68,9 @@ options:
       - Fail when a version has no usable DTK image, instead of returning it in I(unresolved) with a warning.
     type: bool
     default: false
-attributes:
-  check_mode:
-    description: Reads only, so check mode does the same as a normal run.
-    support: full
-  diff_mode:
-    description: Nothing changes, so there is no diff.
-    support: none
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - accelerators.gpu.read_only
 requirements:
   - kubernetes >= 24.2.0
   - PyYAML >= 3.11

@@ -32,15 +32,9 @@ options:
       - Label selector of the nodes to show, for example C(node-role.kubernetes.io/worker).
       - All GPU nodes when omitted.
     type: str
-attributes:
-  check_mode:
-    description: Reads only, so check mode does the same as a normal run.
-    support: full
-  diff_mode:
-    description: Nothing changes, so there is no diff.
-    support: none
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - accelerators.gpu.read_only
 requirements:
   - kubernetes >= 24.2.0
 '''
