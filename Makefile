@@ -51,8 +51,8 @@ demo: deps collection ## start the simulated OpenShift cluster with a mixed flee
 	@python -m localcluster down >/dev/null 2>&1 || true
 	python -m localcluster up --flavour openshift --fleet tools/localcluster/fleets/demo.yml
 	@python -m localcluster nodes
-	KUBECONFIG=$(CURDIR)/.cluster/kubeconfig ansible-playbook accelerators.gpu.deploy
-	KUBECONFIG=$(CURDIR)/.cluster/kubeconfig ansible-playbook accelerators.gpu.status
+	KUBECONFIG=$(CURDIR)/.cluster/kubeconfig ansible-playbook -i localhost, accelerators.gpu.deploy
+	KUBECONFIG=$(CURDIR)/.cluster/kubeconfig ansible-playbook -i localhost, accelerators.gpu.status
 	@echo; echo "The cluster keeps running: export KUBECONFIG=$(CURDIR)/.cluster/kubeconfig; stop it with: make down"
 
 bench: bench-modules bench-deploy bench-upgrade ## the benchmarks below

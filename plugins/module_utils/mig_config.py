@@ -146,7 +146,7 @@ def _read_config(api, namespace, name):
     config_map = api.read_optional('/api/v1/namespaces/%s/configmaps/%s' % (namespace, name))[0]
     if config_map is None:
         raise TaskError('ConfigMap %s/%s of the MIG layouts not found: deploy the mig_manager role first '
-                        '(ansible-playbook accelerators.gpu.deploy --tags mig_manager)' % (namespace, name))
+                        '(ansible-playbook -i localhost, accelerators.gpu.deploy --tags mig_manager)' % (namespace, name))
     try:
         return yaml.safe_load((config_map.get('data') or {}).get('config.yaml') or '') or {}
     except yaml.YAMLError as error:
