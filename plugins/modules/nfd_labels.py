@@ -45,8 +45,9 @@ options:
     type: int
   wait:
     description:
-      - Wait until every selected node where nfd-worker runs (Ready, without a C(NoSchedule) or C(NoExecute) taint; at
-        least one) carries NFD labels or, with I(min_gpu_nodes), until at least that many GPU nodes are found.
+      - Wait until every selected node where nfd-worker runs (Ready and, while it has no NFD labels, without a
+        C(NoSchedule) or C(NoExecute) taint; at least one) carries NFD labels or, with I(min_gpu_nodes), until at
+        least that many GPU nodes are found. A node NFD labelled counts whatever its taints.
       - On timeout the module fails naming the nodes still without NFD labels.
     type: bool
     default: false
@@ -62,8 +63,8 @@ options:
     default: 5
   min_gpu_nodes:
     description:
-      - With I(wait), wait for at least this many GPU nodes instead of for NFD labels on every selected Ready
-        untainted node.
+      - With I(wait), wait for at least this many GPU nodes instead of for NFD labels on every selected node where
+        nfd-worker runs.
     type: int
     default: 0
   manage_labels:
