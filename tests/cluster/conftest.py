@@ -29,6 +29,20 @@ class Cluster:
         self.custom = kubernetes.client.CustomObjectsApi(self.client)
         # The API server's audit log of pod deletions and evictions (localcluster.controlplane.AUDIT_POLICY).
         self.audit_log = os.path.join(os.path.dirname(self.kubeconfig), "logs", "audit.log")
+        self.simulator_log = os.path.join(os.path.dirname(self.kubeconfig), "logs", "simulator.log")
+
+    def simulator_log_size(self):
+        return os.path.getsize(self.simulator_log) if os.path.exists(self.simulator_log) else 0
+
+    def simulator_failures(self, since):
+        """The simulator's tracebacks logged after offset since: a simulation that failed on a node has not played
+        its part, whatever the test saw."""
+        if not os.path.exists(self.simulator_log):
+            return []
+        with open(self.simulator_log, encoding="utf-8", errors="replace") as log:
+            log.seek(since)
+            text = log.read()
+        return [entry for entry in text.split("\n20") if "Traceback (most recent call last)" in entry]
 
     @property
     def env(self):
@@ -125,6 +139,7 @@ def make_fleet(cluster, request):
 
     `on` is the cluster to create them in (the session's openshift-flavoured one by default)."""
     created = []
+    log_size = cluster.simulator_log_size()
 
     def make(spec, on=None):
         made = fleet.Fleet((on or cluster).client, spec, prefix="%s-" % _test_id(request)).apply()
@@ -134,3 +149,5 @@ def make_fleet(cluster, request):
     yield make
     for made in created:
         made.delete()
+    failures = cluster.simulator_failures(log_size)
+    assert not failures, "the simulator failed during this test:\n%s" % "\n".join(failures)[-3000:]

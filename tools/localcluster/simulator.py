@@ -539,6 +539,12 @@ class Simulator:
         except ApiException as error:
             if error.status not in (404, 409):
                 LOG.warning("%s %s: %s %s", fn.__name__, obj["metadata"].get("name"), error.status, error.reason)
+        except Exception:  # pylint: disable=broad-exception-caught
+            # A bug seen on one object must not stop every node of a shared test cluster: logged, and a node is
+            # looked at again (an operator object is, with the next event).
+            LOG.exception("%s %s failed", fn.__name__, obj["metadata"].get("name"))
+            if fn == self.reconcile_node:
+                self.wake_at(time.time() + 1, obj["metadata"]["name"])
 
     def reconcile_node(self, node, pods):
         node_name = node["metadata"]["name"]
@@ -658,9 +664,9 @@ class Simulator:
         otherwise."""
         labels = node["metadata"].get("labels") or {}
         wanted = {}
-        if GFD in ready:
-            gfd = next(p for p in pods if component(p) == GFD and self.written.get(p["metadata"]["uid"], [""])[0]
-                       == "ready")
+        # The watch thread forgets a deleted pod meanwhile: GFD in ready, its pod may be gone by now.
+        gfd = self.ready_pod(pods, GFD) if GFD in ready else None
+        if gfd:
             drivers = [p for p in pods if component(p) == DRIVER and self.written.get(p["metadata"]["uid"], [""])[0]
                        == "ready"]
             hw = hardware(node)
