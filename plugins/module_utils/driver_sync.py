@@ -13,6 +13,7 @@ from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api impor
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import (
     COMPONENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, PlanError, desired_driver_daemonsets, is_subset,
     nodes_left_without_driver, plan_driver_changes)
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver_upgrade import IN_PROGRESS, STATE_LABEL
 from ansible_collections.accelerators.gpu.plugins.module_utils.dtk_lookup import dtk_images_as_pulled
 from ansible_collections.accelerators.gpu.plugins.module_utils.image_list import pod_template_images
 from ansible_collections.accelerators.gpu.plugins.module_utils.mirrors import mirror_rules
@@ -200,6 +201,13 @@ def outdated_driver_nodes(api, namespace, changes):
     return outdated
 
 
+def upgrade_in_progress(facts_list):
+    """The nodes a driver rollout left between its steps (or failed): with no outdated driver pod either, there is
+    no rollout to plan."""
+    return sorted(facts['name'] for facts in facts_list
+                  if (facts.get('labels') or {}).get(STATE_LABEL) in IN_PROGRESS)
+
+
 def run(module, api):
     params = module.params
     if params['state'] == 'absent':
@@ -219,6 +227,7 @@ def run(module, api):
         'left_without_driver': left,
         'mismatched': plan['mismatched'],
         'prepared': plan['prepared'],
+        'upgrade_in_progress': upgrade_in_progress(facts_list),
     }
     if 'precompiled_checks' in plan:
         result['precompiled_checks'] = plan['precompiled_checks']

@@ -441,6 +441,15 @@ outdated:
   returned: with O(refuse_outdated), and in check mode
   type: dict
   sample: {worker-0: nvidia-driver-daemonset-418.94.202509100653-0}
+upgrade_in_progress:
+  description:
+    - The selected nodes whose C(nvidia.com/gpu-driver-upgrade-state) is a step of a driver rollout not finished (from
+      C(cordon-required) to C(uncordon-required)) or C(upgrade-failed), sorted.
+    - With no outdated driver pod either (C(outdated_nodes) of RV(status)), there is no rollout to plan or resume.
+  returned: with I(state=present)
+  type: list
+  elements: str
+  sample: [worker-3]
 plan:
   description: On failure because of blocked versions, what the run would have done (the keys above); nothing was written.
   returned: on failure for blocked versions

@@ -79,6 +79,18 @@ def test_first_run_creates_second_changes_nothing():
     assert (second['changed'], second['unchanged'], second['diff']) == (False, [DS_416, DS_418], [])
     assert cluster.writes == [('APPLY', DS_416), ('APPLY', DS_418)]
 
+    assert second['upgrade_in_progress'] == []
+
+
+def test_nodes_left_mid_rollout_are_named_for_the_rollout_to_resume():
+    state = 'nvidia.com/gpu-driver-upgrade-state'
+    cluster = FakeCluster([rhcos_node('w1', extra=dict(LABELLED, **{state: 'upgrade-done'})),
+                           rhcos_node('w2', extra=dict(LABELLED, **{state: 'validation-required'})),
+                           rhcos_node('w0', extra=dict(LABELLED, **{state: 'upgrade-failed'})),
+                           rhcos_node('w4', extra=dict(LABELLED, **{state: 'upgrade-required'}))],
+                          imagestream=stream((RHCOS_416, DTK_416)))
+    assert run(FakeModule(params()), cluster)['upgrade_in_progress'] == ['w0', 'w2']
+
 
 def test_blocked_version_fails_before_any_write_and_names_the_nodes():
     cluster = FakeCluster([rhcos_node('w1', extra=LABELLED), node_418('w3'), node_418('w4')],
