@@ -85,6 +85,7 @@ def parse_args():
     parser.add_argument("--state", default=str(ROOT / ".build" / "bench-deploy-cluster"))
     parser.add_argument("--fleet", default=str(FLEET), help="fleet file (a smaller one to try the benchmark out)")
     parser.add_argument("--noop-runs", type=int, default=NOOP_RUNS, help="runs of each no-op")
+    parser.add_argument("--no-peer", action="store_true", help="our runs only (to measure a change of ours)")
     return parser.parse_args()
 
 
@@ -197,6 +198,8 @@ def main():
         cold = measure("ours, no worker at start", "no-op", cold)
         # The entry point a schedule runs between deploys (the deploy itself): its no-op is what each tick costs.
         measure("ours, reconcile", "no-op", repeat_noop(args.noop_runs, "accelerators.gpu.reconcile", env))
+        if args.no_peer:
+            return
         with tempfile.TemporaryDirectory(prefix="bench-peer-") as directory:
             counts = write_manifests(client, Path(directory))
             run_playbook("accelerators.gpu.uninstall", env)
