@@ -667,10 +667,9 @@ class Simulator:
         # The watch thread forgets a deleted pod meanwhile: GFD in ready, its pod may be gone by now.
         gfd = self.ready_pod(pods, GFD) if GFD in ready else None
         if gfd:
-            drivers = [p for p in pods if component(p) == DRIVER and self.written.get(p["metadata"]["uid"], [""])[0]
-                       == "ready"]
+            driver = self.ready_pod(pods, DRIVER)
             hw = hardware(node)
-            version = driver_version(drivers[0]["spec"]["containers"][0]["image"]) if drivers \
+            version = driver_version(driver["spec"]["containers"][0]["image"]) if driver \
                 else hw.get("host_driver") or driver_version("")
             wanted = gfd_node_labels(hw, version,
                                      container_env(gfd["spec"]["containers"][0], "MIG_STRATEGY") or "none",
