@@ -36,7 +36,7 @@ lint: collection ## ansible-lint, production profile
 
 sanity: collection ## ansible-test sanity from an ansible_collections/accelerators/gpu copy of the tracked files
 	@rm -rf $(SANITY_ROOT) && mkdir -p $(SANITY_ROOT)
-	@git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t $(SANITY_ROOT)
+	@git ls-files -co --exclude-standard -z | xargs -0 cp --no-dereference --parents -t $(SANITY_ROOT)
 	@# ansible-test lists files with git; the copy needs an index of its own (.build is ignored here).
 	@cd $(SANITY_ROOT) && git init -q && git add -A
 	@# The import test finds dependencies beside the collection, as an installed tree would have them.

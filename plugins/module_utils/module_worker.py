@@ -13,9 +13,14 @@ problem with cloud.common's turbo mode; this is the same idea, kept small:
   the module and its module_utils from the stub's payload (never from an earlier request, so a changed
   collection is always the code that runs), and runs it exactly as AnsiballZ does, writing its result straight to
   the stub's stdout; it sends back only the exit code. The worker itself holds nothing but third-party imports.
+- On this host (connection local, no become, not async), the action plugin of these modules
+  (plugins/plugin_utils/worker_action.py) goes further: it hands the worker the AnsiballZ wrapper Ansible would pipe into
+  a new interpreter (run_wrapper), and the child runs it as that interpreter would. No module process starts at all:
+  that saves a Python start and the import of ansible.module_utils from the payload, about 0.2 s a task.
 - When no worker answers, the module runs in its own process as usual and starts one for the next module; a
   worker idle for ACCELERATORS_GPU_WORKER_IDLE seconds (default 120) exits. ACCELERATORS_GPU_WORKER=off turns
-  it off. ACCELERATORS_GPU_WORKER_LOG names a file that gets a line per request served (for tests and debugging).
+  it off. ACCELERATORS_GPU_WORKER_LOG names a file that gets a line per request served, from=module (a module
+  process forwarded it) or from=action (the action plugin handed it the wrapper), for tests and debugging.
 
 Only the standard library is used here: the worker starts from this file's source, before any payload exists.
 """
@@ -31,12 +36,15 @@ import hashlib
 import json
 import marshal
 import os
+import runpy
+import selectors
 import signal
 import socket
 import stat
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -55,8 +63,12 @@ _LENGTH = struct.Struct('!Q')
 _MAX_PATH = 88
 
 
-def _socket_dir():
-    return os.path.join(os.environ.get('XDG_RUNTIME_DIR') or '/tmp', 'accelerators-gpu-%d' % os.getuid())
+def _socket_dir(environ):
+    return os.path.join(environ.get('XDG_RUNTIME_DIR') or '/tmp', 'accelerators-gpu-%d' % os.getuid())
+
+
+def _switched_off(environ):
+    return environ.get(SWITCH, '').lower() in ('off', 'false', 'no', '0')
 
 
 def _private_dir(path):
@@ -117,7 +129,8 @@ def _own_source():
     if source is None:
         with open(__file__) as handle:
             source = handle.read()
-    return source
+    # Ansible's collection loader on the controller gives bytes.
+    return source.decode('utf-8') if isinstance(source, bytes) else source
 
 
 def forward():
@@ -126,7 +139,7 @@ def forward():
     Returns (and the caller runs the module itself) when the worker is off, when this process is not an AnsiballZ
     module run, and when no worker takes the request, in which case one is started for the modules that follow.
     """
-    if os.environ.get(SWITCH, '').lower() in ('off', 'false', 'no', '0'):
+    if _switched_off(os.environ):
         return
     main = sys.modules.get('__main__')
     payload = getattr(main, '_modlib_path', None)
@@ -135,14 +148,11 @@ def forward():
     params = getattr(basic, '_ANSIBLE_ARGS', None)
     if not (payload and module_fqn and params is not None and hasattr(socket, 'send_fds')):
         return
-    directory = _private_dir(_socket_dir())
-    if directory is None:
-        return
     base_path = [entry for entry in sys.path if not entry.startswith(payload)]
     source = _own_source()
-    path = os.path.join(directory, worker_key(sys.executable, base_path, source))
-    if len(path) > _MAX_PATH:
-        return  # a socket path this long cannot be bound
+    path = _worker_path(os.environ, sys.executable, base_path, source)
+    if path is None:
+        return
     request = json.dumps({
         'payload': payload, 'module_fqn': module_fqn, 'params': base64.b64encode(params).decode('ascii'),
         'profile': getattr(basic, '_ANSIBLE_PROFILE', None), 'env': dict(os.environ), 'cwd': os.getcwd(),
@@ -167,6 +177,85 @@ def forward():
             rc = 1
     # As a module ends: AnsiballZ's wrapper still removes the payload.
     raise SystemExit(rc)
+
+
+def _worker_path(environ, executable, base_path, source):
+    """Where the worker for this interpreter, import path and protocol listens (without '.sock'); None when there
+    is no private directory for it or the path is too long to bind."""
+    directory = _private_dir(_socket_dir(environ))
+    if directory is None:
+        return None
+    path = os.path.join(directory, worker_key(executable, base_path, source))
+    return path if len(path) <= _MAX_PATH else None
+
+
+def interpreter_path(executable, environ):
+    """The import path a module process of executable started with environ has, as forward() sees it there: the
+    interpreter's own path, without the script's directory the AnsiballZ wrapper removes."""
+    output = subprocess.run([executable, '-c', 'import json, sys; print(json.dumps(sys.path))'], env=environ,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=True)
+    return [entry for entry in json.loads(output.stdout) if entry not in ('', '.')]
+
+
+def run_wrapper(executable, wrapper, module_fqn, environ, cwd):
+    """On the controller, for a module Ansible would pipe into executable as an AnsiballZ wrapper: have the worker
+    of that interpreter run the wrapper, with environ and cwd. (rc, stdout bytes, stderr bytes), as the process would
+    have ended; None when the worker is off or none is running (the caller then runs the module as usual, and that
+    run's forward() starts one)."""
+    if _switched_off(environ) or not hasattr(socket, 'send_fds'):
+        return None
+    try:
+        base_path = interpreter_path(executable, environ)
+    except (OSError, ValueError, subprocess.CalledProcessError):
+        return None
+    path = _worker_path(environ, executable, base_path, _own_source())
+    if path is None:
+        return None
+    request = json.dumps({'wrapper': base64.b64encode(wrapper).decode('ascii'), 'module_fqn': module_fqn,
+                          'env': dict(environ), 'cwd': cwd}).encode('utf-8')
+    out_read, out_write = os.pipe()
+    err_read, err_write = os.pipe()
+    writers = [out_write, err_write]
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            try:
+                conn.connect(path + '.sock')
+                _send_frame(conn, request, writers)
+                _receive_frame(conn)  # taken: from here on the module runs there
+            except (OSError, EOFError):
+                return None
+            # Only the child holds the writing ends now: its exit ends both streams.
+            for fd in writers:
+                os.close(fd)
+            writers = []
+            stdout, stderr = _drain(out_read, err_read)
+            try:
+                rc = json.loads(_receive_frame(conn)[0])['rc']
+            except (OSError, EOFError, ValueError, KeyError):
+                stderr += ('the accelerators.gpu module worker ended before the module %s did; %s=off runs modules '
+                           'in their own process\n' % (module_fqn, SWITCH)).encode('utf-8')
+                rc = 1
+            return rc, stdout, stderr
+    finally:
+        for fd in [out_read, err_read] + writers:
+            os.close(fd)
+
+
+def _drain(*fds):
+    """Everything written to the reading ends fds until each is closed at its other end, read as it comes (a
+    module's output can be larger than a pipe holds)."""
+    chunks = dict((fd, []) for fd in fds)
+    with selectors.DefaultSelector() as selector:
+        for fd in fds:
+            selector.register(fd, selectors.EVENT_READ)
+        while selector.get_map():
+            for key, _events in selector.select():
+                chunk = os.read(key.fd, 1 << 16)
+                if chunk:
+                    chunks[key.fd].append(chunk)
+                else:
+                    selector.unregister(key.fd)
+    return [b''.join(chunks[fd]) for fd in fds]
 
 
 def _start_worker(path, base_path, source):
@@ -285,11 +374,13 @@ def _run_request(conn):
     """In a child of the worker: run the stub's module as AnsiballZ would, its output on the stub's stdout."""
     started = time.monotonic()
     module_fqn = None
+    sender = None
     rc = 1
     try:
         data, fds = _receive_frame(conn, max_fds=2)
         request = json.loads(data)
         module_fqn = request['module_fqn']
+        sender = 'action' if 'wrapper' in request else 'module'
         os.dup2(fds[0], 1)
         os.dup2(fds[1], 2)
         for fd in fds:
@@ -298,14 +389,16 @@ def _run_request(conn):
         os.environ.update(request['env'])
         os.environ[SWITCH] = 'off'  # this process runs the module itself
         os.chdir(request['cwd'])
-        sys.path.insert(0, request['payload'])
         kube_config = sys.modules.get('kubernetes.config.kube_config')
         if kube_config is not None:
             # Read from the environment at import, which was the worker's, not this request's.
             kube_config.KUBE_CONFIG_DEFAULT_LOCATION = os.environ.get('KUBECONFIG', '~/.kube/config')
         _send_frame(conn, b'{}')
         _exit_with_the_stub(conn)
-        _run_module(request)
+        if 'wrapper' in request:
+            _run_wrapper(request)
+        else:
+            _run_module(request)
     except SystemExit as exit_:
         rc = exit_.code if isinstance(exit_.code, int) else 1
     except BaseException:
@@ -318,8 +411,8 @@ def _run_request(conn):
                 pass
         # Logged before the exit code goes: the stub then closes the connection, and the watch thread ends this
         # process at once.
-        _log('%s pid=%d worker=%d rc=%s seconds=%.3f'
-             % (module_fqn, os.getpid(), os.getppid(), rc, time.monotonic() - started))
+        _log('%s pid=%d worker=%d rc=%s seconds=%.3f from=%s'
+             % (module_fqn, os.getpid(), os.getppid(), rc, time.monotonic() - started, sender))
         try:
             _send_frame(conn, json.dumps({'rc': rc}).encode('utf-8'))
         except OSError:
@@ -343,7 +436,22 @@ def _exit_with_the_stub(conn):
     thread.start()
 
 
+def _run_wrapper(request):
+    """Run an AnsiballZ wrapper as the interpreter Ansible pipes it into would: as __main__, from a file of its
+    own (the wrapper leaves its directory out of the import path), with no command-line arguments."""
+    handle, script = tempfile.mkstemp(prefix='AnsiballZ_', suffix='.py')
+    try:
+        with os.fdopen(handle, 'wb') as writer:
+            writer.write(base64.b64decode(request['wrapper']))
+        sys.argv = [script]
+        runpy.run_path(script, run_name='__main__')
+    finally:
+        os.unlink(script)
+    raise RuntimeError('the module %s did not exit' % request['module_fqn'])
+
+
 def _run_module(request):
+    sys.path.insert(0, request['payload'])
     params = base64.b64decode(request['params'])
     try:
         from ansible.module_utils._internal._ansiballz import _loader

@@ -22,8 +22,9 @@ class PlaybookRun(list):
         self.seconds = seconds
 
 
-def play(cluster, tasks, check=False, diff=False, extra_env=None, timeout=300):
+def play(cluster, tasks, check=False, diff=False, extra_env=None, timeout=300, task_options=None):
     """Run tasks [(module, args)] in one play on localhost; returns their results (a failed task ends the play).
+    task_options: keywords every task gets (async, poll...).
 
     Modules run with this interpreter (the project's virtual environment, which has the kubernetes client) and
     reach the cluster through K8S_AUTH_KUBECONFIG, as any kubernetes.core module would.
@@ -31,7 +32,7 @@ def play(cluster, tasks, check=False, diff=False, extra_env=None, timeout=300):
     if not os.path.isdir(os.path.join(COLLECTIONS, "ansible_collections", "accelerators", "gpu")):
         raise RuntimeError("%s has no accelerators.gpu: run `make collection` first" % COLLECTIONS)
     playbook = [{"hosts": "localhost", "gather_facts": False,
-                 "tasks": [{"name": "task %d: %s" % (index, module), module: args}
+                 "tasks": [dict(task_options or {}, name="task %d: %s" % (index, module), **{module: args})
                            for index, (module, args) in enumerate(tasks)]}]
     env = dict(cluster.env, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
                ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false",

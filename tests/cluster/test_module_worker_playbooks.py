@@ -2,7 +2,8 @@
 
 Each test gives the worker a socket directory of its own (XDG_RUNTIME_DIR) and a request log
 (ACCELERATORS_GPU_WORKER_LOG), so it sees only its own worker: the first module run starts it, later runs are served
-by it, each with its own environment.
+by it, each with its own environment. The plays run with connection local: the action plugin hands the worker the
+module's wrapper (from=action in the log); an async task still runs a module process, which forwards (from=module).
 """
 
 import os
@@ -69,6 +70,7 @@ def test_the_first_run_starts_a_worker_that_serves_the_next_runs_each_with_its_o
     assert not second.get("failed") and second_request["rc"] == "0", second
     third, third_request = served_run(str(tmp_path / "no-such-kubeconfig"))
     assert third.get("failed") and third_request["rc"] == "1", third
+    assert second_request["from"] == third_request["from"] == "action"
     assert second_request["worker"] == third_request["worker"]
     assert second_request["pid"] != third_request["pid"]  # a child per request
     assert before >= 1
@@ -89,6 +91,16 @@ def test_check_mode_and_diff_reach_the_module_in_the_worker(cluster, tmp_path):
     assert [request["module"].rsplit(".", 1)[-1] for request in served(tmp_path)[count:]] == ["operand"], checked
     assert checked["changed"] and checked["diff"], checked
     assert name not in [item.metadata.name for item in cluster.core.list_namespaced_config_map("default").items]
+
+
+def test_an_async_task_runs_a_module_process_that_the_worker_serves(cluster, tmp_path):
+    env = worker_env(tmp_path)
+    until_served(cluster, tmp_path, env)
+    count = len(served(tmp_path))
+    result = run(cluster, "accelerators.gpu.cluster_facts", {"namespace": "default"}, extra_env=env,
+                 task_options={"async": 60, "poll": 1})
+    assert not result.get("failed") and result["namespace"]["metadata"]["name"] == "default", result
+    assert [request["from"] for request in served(tmp_path)[count:]] == ["module"], result
 
 
 def test_a_module_runs_in_its_own_process_when_the_worker_is_off(cluster, tmp_path):

@@ -1,14 +1,19 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The module worker's pure parts: its name, its directory, its framing. tests/cluster/test_module_worker_playbooks.py runs it."""
+"""The module worker's parts: its name, its directory, its framing, a wrapper run by a worker process (no cluster).
+tests/cluster/test_module_worker_playbooks.py runs it through ansible-playbook."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
 import os
+import shutil
 import socket
+import sys
+import tempfile
 import threading
+import time
 
 from ansible_collections.accelerators.gpu.plugins.module_utils import module_worker
 
@@ -52,3 +57,29 @@ def test_frames_carry_large_payloads_and_file_descriptors(tmp_path):
     assert (tmp_path / 'out').read_text() == 'through the passed descriptor'
     left.close()
     right.close()
+
+
+def test_the_worker_runs_a_wrapper_as_its_interpreter_would_with_the_callers_environment(tmp_path):
+    # A short directory: a socket path must fit in an AF_UNIX address, which pytest's tmp_path may not.
+    runtime = tempfile.mkdtemp(prefix='agw-', dir='/tmp')
+    environ = dict(os.environ, XDG_RUNTIME_DIR=runtime, GREETING='from the task', ACCELERATORS_GPU_WORKER_IDLE='5')
+    # More on stderr than a pipe holds: the caller must read while the child writes.
+    wrapper = (b"import os, sys\nprint(os.environ['GREETING'], os.getcwd(), __name__, sys.argv[0] == __file__)\n"
+               b"sys.stderr.write('x' * 300000)\nraise SystemExit(3)\n")
+    try:
+        assert module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ, str(tmp_path)) is None
+        path = module_worker._worker_path(environ, sys.executable,
+                                          module_worker.interpreter_path(sys.executable, environ),
+                                          module_worker._own_source())
+        module_worker._start_worker(path, module_worker.interpreter_path(sys.executable, environ),
+                                    module_worker._own_source())
+        deadline = time.monotonic() + 60
+        while not os.path.exists(path + '.sock') and time.monotonic() < deadline:
+            time.sleep(0.1)
+        rc, stdout, stderr = module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ,
+                                                       str(tmp_path))
+        assert (rc, stdout, stderr) == (3, ('from the task %s __main__ True\n' % tmp_path).encode(), b'x' * 300000)
+        off = dict(environ, ACCELERATORS_GPU_WORKER='off')
+        assert module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', off, str(tmp_path)) is None
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)
