@@ -187,8 +187,37 @@ def run_playbook(playbook, env):
     return seconds, changed[-1].split(":", 1)[1].split() if changed else []
 
 
+def measure_in_worker(name, args, env, server_pid):
+    """The module as a play's task runs it: `ansible -m` on localhost, its action handing the module to the module
+    worker (plugins/plugin_utils/worker_action.py). Runs until the worker served one (the first run starts it), then
+    once more, measured: the module's own run in the worker (wall seconds and the peak RSS of the process that ran it,
+    from the worker's log), the whole ad hoc run's wall time (Ansible's start included) and the API server's CPU."""
+    with tempfile.TemporaryDirectory(prefix="bench-worker-", dir="/tmp") as directory:
+        log = Path(directory) / "worker.log"
+        # A worker of its own (its socket directory), which logs each module it runs.
+        run_env = dict(env, XDG_RUNTIME_DIR=directory, ACCELERATORS_GPU_WORKER_LOG=str(log),
+                       ACCELERATORS_GPU_WORKER_IDLE="30", ANSIBLE_PYTHON_INTERPRETER=sys.executable)
+        command = [str(Path(sys.executable).parent / "ansible"), "localhost", "-i", "localhost,", "-c", "local",
+                   "-m", "accelerators.gpu." + name] + (["-a", json.dumps(args)] if args else [])
+        for _attempt in range(20):
+            subprocess.run(command, env=run_env, stdout=subprocess.DEVNULL, check=True)
+            if log.exists():
+                break
+            time.sleep(1)
+        else:
+            raise RuntimeError("the module worker served no run of %s" % name)
+        server_cpu = process_cpu_seconds(server_pid)
+        started = time.monotonic()
+        subprocess.run(command, env=run_env, stdout=subprocess.DEVNULL, check=True)
+        seconds = time.monotonic() - started
+        served = dict(field.split("=", 1) for field in log.read_text().splitlines()[-1].split()[1:])
+    return {"seconds": float(served["seconds"]), "rss": int(served["maxrss_mib"]), "ad_hoc": seconds,
+            "server_cpu": process_cpu_seconds(server_pid) - server_cpu}
+
+
 def measure_modules(count, env, server_pid):
-    """[(run, measure_module() answer)]: each module as its own process on the fleet."""
+    """[(run, measure_module() answer)]: each module as its own process on the fleet; then the same runs in the
+    module worker, as in a play (printed)."""
     rows = []
     facts = measure_module("nfd_labels", {}, env, server_pid)
     rows.append(("nfd_labels", facts))
@@ -214,6 +243,15 @@ def measure_modules(count, env, server_pid):
             name, row["seconds"], row["cpu"], row["server_cpu"], row["rss"], len(json.dumps(row["result"])) / 1e6,
             read["wire"] / 1e3 / count, read["json"] / 1e3 / count,
             json.dumps(row["result"].get("api_requests"), sort_keys=True)))
+    in_worker = [("nfd_labels", "nfd_labels", {}),
+                 ("driver_daemonsets plan_only (lists nodes itself)", "driver_daemonsets", dict(common, plan_only=True)),
+                 ("driver_daemonsets apply (no-op)", "driver_daemonsets", common)]
+    print("\nthe same module runs in the module worker, as a play's task runs them (`ansible -m`, the worker already "
+          "running): the module's run, and the whole ad hoc run with Ansible's start")
+    print("%-50s %8s %9s %9s %12s" % ("run", "seconds", "server s", "peak MiB", "ad hoc s"))
+    for label, name, args in in_worker:
+        row = measure_in_worker(name, args, env, server_pid)
+        print("%-50s %8.2f %9.2f %9d %12.2f" % (label, row["seconds"], row["server_cpu"], row["rss"], row["ad_hoc"]))
     return rows
 
 

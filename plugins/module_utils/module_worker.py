@@ -20,7 +20,8 @@ problem with cloud.common's turbo mode; this is the same idea, kept small:
 - When no worker answers, the module runs in its own process as usual and starts one for the next module; a
   worker idle for ACCELERATORS_GPU_WORKER_IDLE seconds (default 120) exits. ACCELERATORS_GPU_WORKER=off turns
   it off. ACCELERATORS_GPU_WORKER_LOG names a file that gets a line per request served, from=module (a module
-  process forwarded it) or from=action (the action plugin handed it the wrapper), for tests and debugging.
+  process forwarded it) or from=action (the action plugin handed it the wrapper), with its wall seconds and the peak
+  resident memory of the process that ran it, for tests, benchmarks and debugging.
 
 Only the standard library is used here: the worker starts from this file's source, before any payload exists.
 """
@@ -36,6 +37,7 @@ import hashlib
 import json
 import marshal
 import os
+import resource
 import runpy
 import selectors
 import signal
@@ -411,8 +413,9 @@ def _run_request(conn):
                 pass
         # Logged before the exit code goes: the stub then closes the connection, and the watch thread ends this
         # process at once.
-        _log('%s pid=%d worker=%d rc=%s seconds=%.3f from=%s'
-             % (module_fqn, os.getpid(), os.getppid(), rc, time.monotonic() - started, sender))
+        _log('%s pid=%d worker=%d rc=%s seconds=%.3f from=%s maxrss_mib=%d'
+             % (module_fqn, os.getpid(), os.getppid(), rc, time.monotonic() - started, sender,
+                resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024))
         try:
             _send_frame(conn, json.dumps({'rc': rc}).encode('utf-8'))
         except OSError:
