@@ -3,13 +3,15 @@
 Each test gives the worker a socket directory of its own (XDG_RUNTIME_DIR) and a request log
 (ACCELERATORS_GPU_WORKER_LOG), so it sees only its own worker: the first module run starts it, later runs are served
 by it, each with its own environment. The plays run with connection local: the action plugin hands the worker the
-module's wrapper (from=action in the log); an async task still runs a module process, which forwards (from=module).
+module's wrapper (from=action in the log); an async or become task still runs a module process, which
+forwards (from=module).
 """
 
 import os
 import tempfile
 import time
 
+import pytest
 from conftest import wait_for
 from playbook import run
 
@@ -93,12 +95,14 @@ def test_check_mode_and_diff_reach_the_module_in_the_worker(cluster, tmp_path):
     assert name not in [item.metadata.name for item in cluster.core.list_namespaced_config_map("default").items]
 
 
-def test_an_async_task_runs_a_module_process_that_the_worker_serves(cluster, tmp_path):
+@pytest.mark.parametrize("options", [{"async": 60, "poll": 1}, {"become": True, "become_method": "su"}],
+                         ids=["async", "become"])
+def test_an_async_or_become_task_runs_a_module_process_that_the_worker_serves(cluster, tmp_path, options):
     env = worker_env(tmp_path)
     until_served(cluster, tmp_path, env)
     count = len(served(tmp_path))
     result = run(cluster, "accelerators.gpu.cluster_facts", {"namespace": "default"}, extra_env=env,
-                 task_options={"async": 60, "poll": 1})
+                 task_options=options)
     assert not result.get("failed") and result["namespace"]["metadata"]["name"] == "default", result
     assert [request["from"] for request in served(tmp_path)[count:]] == ["module"], result
 
