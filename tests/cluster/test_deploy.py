@@ -1,6 +1,7 @@
 """The deploy, status and uninstall playbooks, run as `ansible-playbook accelerators.gpu.<name>` against the local
 control plane: a validated stack on OpenShift and Kubernetes, runs that change nothing, failures that name the node,
-a node added later, and an uninstall that leaves the cluster as it found it."""
+a node added later, and an uninstall that leaves the cluster as it found it. The Kubernetes deploy is in
+test_gpu_dashboard_alerts.py, whose checks of the same deploy it shares."""
 
 import json
 import os
@@ -171,30 +172,6 @@ def objects(cluster):
         "runtimeclasses": [r.metadata.name for r in kubernetes.client.NodeV1Api(cluster.client).list_runtime_class().items],
     }
     return {kind: sorted(names) for kind, names in found.items()}
-
-
-def test_kubernetes_single_driver_deploys_validated_and_reruns_unchanged(kubernetes_cluster, make_fleet):
-    spec = gpu_fleet({"name": "gpu", "count": 2, "gpu": {"count": 2}, "os": {"ubuntu": "22.04"},
-                      "runtime": "containerd", "nfd_style": "class-vendor"},
-                     {"name": "cpu", "os": {"ubuntu": "22.04"}, "runtime": "containerd"}, openshift=None)
-    gpu0, gpu1, _cpu = make_fleet(spec, on=kubernetes_cluster).node_names
-    namespace = "t-deploy-k8s-" + os.urandom(2).hex()
-    variables = fleet_variables(namespace, spec)
-    try:
-        playbook(kubernetes_cluster, "deploy", variables).succeeded()
-        driver = kubernetes_cluster.apps.read_namespaced_daemon_set("nvidia-driver-daemonset", namespace)
-        assert driver.spec.template.spec.containers[0].image == "nvcr.io/nvidia/driver:570.172.08-ubuntu22.04"
-        assert jobs_by_check(kubernetes_cluster, namespace) == {
-            (check, node): 1 for check in ("driver", "toolkit", "cuda") for node in (gpu0, gpu1)}
-        assert playbook(kubernetes_cluster, "deploy", variables).succeeded().stats["changed"] == 0
-        # The upgrade guard names MachineConfigPools, which plain Kubernetes has not: refused, nothing changed.
-        guarded = playbook(kubernetes_cluster, "deploy", dict(variables, driver_paused_pools=["gpu-worker"]),
-                           tags="driver")
-        name, result = guarded.failure()
-        assert name.endswith("Refuse the upgrade guard where there are no MachineConfigPools"), (name, result.get("msg"))
-        assert "Nothing was changed" in result["msg"] and guarded.stats["changed"] == 0
-    finally:
-        kubernetes_cluster.core.delete_namespace(namespace)
 
 
 def test_check_mode_writes_nothing(cluster, make_fleet):

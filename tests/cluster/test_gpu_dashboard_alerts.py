@@ -2,7 +2,10 @@
 renders (no cluster), their life on the OpenShift flavour (applied by the deploy, unchanged by a re-run and by check
 mode, the rules removed when switched off, all removed by the uninstall and nothing else with them), the exporter's
 metrics list, and their absence on plain Kubernetes. The same deploy, with CDI on, checks the container toolkit's
-RuntimeClasses (three with CDI, only the operands' without, none after the uninstall)."""
+RuntimeClasses (three with CDI, only the operands' without, none after the uninstall) and GPU feature discovery
+(test_gpu_feature_discovery.check_gfd_*); the Kubernetes one checks the single driver DaemonSet, the validations and
+the upgrade guard's refusal (test_deploy's Kubernetes deploy). Each deploy and uninstall costs CI a minute: checks of one
+cluster state share one."""
 
 import json
 import os
@@ -15,9 +18,11 @@ import pytest
 import yaml
 from kubernetes.client.rest import ApiException
 
-from gpu_fleet import RHCOS_416
 from playbook import COLLECTIONS, ROOT
-from test_deploy import fleet_variables, gpu_fleet, playbook
+from test_deploy import fleet_variables, gpu_fleet, jobs_by_check, node_labels, playbook
+from test_gpu_feature_discovery import GROUPS as GFD_GROUPS
+from test_gpu_feature_discovery import (check_gfd_deployed, check_gfd_status, check_gfd_switched_off,
+                                        check_gfd_uninstalled, fleet_groups)
 
 ROLE = os.path.join(ROOT, "roles", "dcgm_exporter")
 DASHBOARD = ("openshift-config-managed", "nvidia-dcgm-exporter-dashboard")
@@ -254,12 +259,16 @@ def runtime_classes(cluster):
             if read_optional(cluster, "/apis/node.k8s.io/v1/runtimeclasses/" + name) is not None]
 
 
-def test_openshift_deploy_applies_them_reruns_unchanged_and_uninstall_removes_only_them(
+def test_openshift_deploy_applies_them_reruns_unchanged_and_uninstall_removes_only_them_gfd_labels_every_gpu_node(
         cluster, namespace, make_fleet):
+    """One deploy checked for two states: the DCGM exporter's dashboard, rules and RBAC (and the toolkit's
+    RuntimeClasses) and GPU feature discovery's labels on a fleet of every GPU model it names (check_gfd_*)."""
     if cluster.flavour != "openshift":
         pytest.skip("the session cluster is of the kubernetes flavour")
-    spec = gpu_fleet({"name": "gpu", "gpu": {"product": "NVIDIA-L40S", "count": 2}, "os": {"rhcos": RHCOS_416}})
-    make_fleet(spec)
+    spec = gpu_fleet(*GFD_GROUPS)
+    names = make_fleet(spec).node_names
+    _groups, gpu_nodes, _cpu = fleet_groups(names)
+    before = node_labels(cluster, names)
     # The console's own dashboards share the namespace: the uninstall must leave them.
     site = "site-dashboard-" + os.urandom(2).hex()
     cluster.core.create_namespaced_config_map(DASHBOARD[0], {"metadata": {
@@ -278,17 +287,21 @@ def test_openshift_deploy_applies_them_reruns_unchanged_and_uninstall_removes_on
         for name in (RULE, RECORDING_RULE):
             assert "PrometheusRule %s/%s" % (namespace, name) in applied
         assert "ConfigMap %s/%s" % DASHBOARD in applied
-        # The exporter pods read the profiling metrics list, as the GPU Operator's.
-        [exporter] = cluster.core.list_namespaced_pod(
+        # The exporter pods, one per GPU node, read the profiling metrics list, as the GPU Operator's.
+        exporters = cluster.core.list_namespaced_pod(
             namespace, label_selector="app.kubernetes.io/component=nvidia-dcgm-exporter").items
-        env = {entry.name: entry.value for entry in exporter.spec.containers[0].env}
-        assert env["DCGM_EXPORTER_COLLECTORS"] == COLLECTORS
+        assert sorted(pod.spec.node_name for pod in exporters) == gpu_nodes
+        for exporter in exporters:
+            env = {entry.name: entry.value for entry in exporter.spec.containers[0].env}
+            assert env["DCGM_EXPORTER_COLLECTORS"] == COLLECTORS, exporter.metadata.name
         # CDI on: the toolkit's three runtime handlers have their RuntimeClass.
         assert runtime_classes(cluster) == list(RUNTIME_CLASSES)
+        check_gfd_deployed(cluster, namespace, first, names)
 
         assert playbook(cluster, "deploy", variables).succeeded().stats["changed"] == 0
         assert playbook(cluster, "deploy", variables, check=True).succeeded().stats["changed"] == 0
         assert dashboard_of(cluster)["metadata"]["resourceVersion"] == dashboard["metadata"]["resourceVersion"]
+        check_gfd_status(cluster, variables, names)
 
         # Rules switched off go, and with CDI off its RuntimeClasses, nothing else: the dashboard and the monitoring
         # RBAC stay as they were, and so does the operands' RuntimeClass.
@@ -305,6 +318,7 @@ def test_openshift_deploy_applies_them_reruns_unchanged_and_uninstall_removes_on
         playbook(cluster, "deploy", variables, tags="container_toolkit,dcgm_exporter").succeeded()
         assert None not in (rule_of(cluster, namespace), rule_of(cluster, namespace, RECORDING_RULE))
         assert runtime_classes(cluster) == list(RUNTIME_CLASSES)
+        check_gfd_switched_off(cluster, namespace, variables, names)
 
         playbook(cluster, "uninstall", variables).succeeded()
         assert (rule_of(cluster, namespace), rule_of(cluster, namespace, RECORDING_RULE)) == (None, None)
@@ -314,14 +328,20 @@ def test_openshift_deploy_applies_them_reruns_unchanged_and_uninstall_removes_on
         # The namespace existed before the deploy: it stays, and so do the site's dashboards.
         assert cluster.core.read_namespace(namespace).metadata.deletion_timestamp is None
         assert cluster.core.read_namespaced_config_map(site, DASHBOARD[0]).data == {"site.json": "{}"}
+        assert node_labels(cluster, names) == before
+        check_gfd_uninstalled(cluster, namespace)
     finally:
         cluster.core.delete_namespaced_config_map(site, DASHBOARD[0])
 
 
-def test_kubernetes_without_the_apis_skips_them_and_uninstalls_cleanly(kubernetes_cluster, make_fleet):
-    spec = gpu_fleet({"name": "gpu", "gpu": {"count": 2}, "os": {"ubuntu": "22.04"}, "runtime": "containerd",
-                      "nfd_style": "class-vendor"}, openshift=None)
-    make_fleet(spec, on=kubernetes_cluster)
+def test_kubernetes_single_driver_deploys_validated_reruns_unchanged_without_the_monitoring_apis_uninstalls_cleanly(
+        kubernetes_cluster, make_fleet):
+    """One deploy on plain Kubernetes checked for the stack (one driver DaemonSet, every node validated, a re-run
+    that changes nothing, the upgrade guard refused) and for the DCGM exporter's OpenShift objects left out."""
+    spec = gpu_fleet({"name": "gpu", "count": 2, "gpu": {"count": 2}, "os": {"ubuntu": "22.04"},
+                      "runtime": "containerd", "nfd_style": "class-vendor"},
+                     {"name": "cpu", "os": {"ubuntu": "22.04"}, "runtime": "containerd"}, openshift=None)
+    gpu0, gpu1, _cpu = make_fleet(spec, on=kubernetes_cluster).node_names
     namespace = "t-dash-k8s-" + os.urandom(2).hex()
     variables = fleet_variables(namespace, spec)
     try:
@@ -333,6 +353,10 @@ def test_kubernetes_without_the_apis_skips_them_and_uninstalls_cleanly(kubernete
         assert "GPUOnFire" in failed["msg"] and "GPUXidError" in failed["msg"]
 
         run = playbook(kubernetes_cluster, "deploy", variables).succeeded()
+        driver = kubernetes_cluster.apps.read_namespaced_daemon_set("nvidia-driver-daemonset", namespace)
+        assert driver.spec.template.spec.containers[0].image == "nvcr.io/nvidia/driver:570.172.08-ubuntu22.04"
+        assert jobs_by_check(kubernetes_cluster, namespace) == {
+            (check, node): 1 for check in ("driver", "toolkit", "cuda") for node in (gpu0, gpu1)}
         applied = [item["object"] for _name, result in run.results for item in result.get("objects") or []]
         assert not [name for name in applied if name.startswith("PrometheusRule") or DASHBOARD[1] in name
                     or name.endswith("/prometheus-k8s")]
@@ -340,6 +364,13 @@ def test_kubernetes_without_the_apis_skips_them_and_uninstalls_cleanly(kubernete
         assert dashboard_of(kubernetes_cluster) is None
         assert read_optional(kubernetes_cluster, "/apis/monitoring.coreos.com/v1") is None
         assert playbook(kubernetes_cluster, "deploy", variables).succeeded().stats["changed"] == 0
+        # The upgrade guard names MachineConfigPools, which plain Kubernetes has not: refused, nothing changed.
+        guarded = playbook(kubernetes_cluster, "deploy", dict(variables, driver_paused_pools=["gpu-worker"]),
+                           tags="driver")
+        name, result = guarded.failure()
+        assert name.endswith("Refuse the upgrade guard where there are no MachineConfigPools"), (name, result.get("msg"))
+        assert "Nothing was changed" in result["msg"] and guarded.stats["changed"] == 0
+
         playbook(kubernetes_cluster, "uninstall", variables).succeeded()
         assert kubernetes_cluster.apps.list_namespaced_daemon_set(namespace).items == []
     finally:

@@ -1,6 +1,9 @@
 """GPU feature discovery through the deploy, status and uninstall playbooks against the local control plane: every GPU
-node labelled from its simulated hardware, shown by status, a re-run that changes nothing, a node whose GFD cannot
-start named by the failure, and an uninstall that leaves the nodes' labels as they were."""
+node labelled from its simulated hardware, shown by status, a re-run that changes nothing, GFD switched off, a node
+whose GFD cannot start named by the failure, and an uninstall that leaves the nodes' labels as they were.
+
+The checks of a deploy on a fleet of GROUPS are the check_gfd_* functions: they run in the OpenShift deploy that
+test_gpu_dashboard_alerts.py shares with the console dashboard and alerts (one deploy and uninstall fewer in CI)."""
 
 import os
 
@@ -65,93 +68,94 @@ def delete_namespace(cluster, namespace):
             raise
 
 
-def test_every_gpu_node_carries_gfd_labels_of_its_hardware_shown_by_status_rerun_unchanged_uninstall_restores(
-        cluster, make_fleet):
-    spec = gpu_fleet(*GROUPS)
-    made = make_fleet(spec)
-    names = made.node_names
-    # The fleet's nodes come in the order of its groups, count by count.
+def fleet_groups(names):
+    """{node: its GROUPS entry}, (its GPU nodes, its CPU node): the fleet's nodes come in the order of its groups,
+    count by count."""
     groups = dict(zip(names, [group for group in GROUPS for _index in range(group.get("count", 1))]))
     gpu_nodes = sorted(name for name in names if "gpu" in groups[name])
     (cpu,) = [name for name in names if name not in gpu_nodes]
-    before = node_labels(cluster, names)
-    namespace = "t-gfd-" + os.urandom(2).hex()
-    variables = fleet_variables(namespace, spec)
-    try:
-        first = no_warnings(playbook(cluster, "deploy", variables).succeeded())
-        ran = [name for name, result in first.results if name.endswith(GFD_TASK) and not result.get("skipped")]
-        assert len(ran) == 1, ran
+    return groups, gpu_nodes, cpu
 
-        labels = node_labels(cluster, names)
-        for name in gpu_nodes:
-            carried = gfd_labels_of(labels[name])
-            assert {key: carried.get(key) for key in expected_labels(groups[name])} == expected_labels(groups[name])
-            # The none MIG strategy: GFD writes no nvidia.com/mig.strategy.
-            assert "nvidia.com/mig.strategy" not in carried
-        assert gfd_labels_of(labels[cpu]) == {}
-        # A deploy label per state deployed: GFD's and the validator DaemonSet's among them.
-        assert all(labels[name].get(GFD_DEPLOY) == "true" and labels[name].get(VALIDATOR_DEPLOY) == "true"
-                   for name in gpu_nodes)
 
-        daemonset = cluster.apps.read_namespaced_daemon_set("gpu-feature-discovery", namespace)
-        pod_spec = daemonset.spec.template.spec
-        env = {entry.name: entry.value for entry in pod_spec.containers[0].env}
-        assert (env["GFD_SLEEP_INTERVAL"], env["GFD_FAIL_ON_INIT_ERROR"], env["MIG_STRATEGY"]) == ("60s", "true", "none")
-        # The session cluster has NFD's NodeFeature CRD only when some test deployed upstream NFD.
-        assert env["GFD_USE_NODE_FEATURE_API"] in ("true", "false")
-        assert pod_spec.node_selector == {"nvidia.com/gpu.deploy.gpu-feature-discovery": "true"}
-        assert pod_spec.service_account_name == "nvidia-gpu-feature-discovery"
-        assert daemonset.status.number_ready == len(gpu_nodes)
+def check_gfd_deployed(cluster, namespace, first, names):
+    """After the deploy `first` on a fleet of GROUPS: GFD's task ran once, every GPU node carries the labels of its
+    hardware (the none MIG strategy), the CPU node none, and GFD's DaemonSet is as the GPU Operator's."""
+    groups, gpu_nodes, cpu = fleet_groups(names)
+    ran = [name for name, result in first.results if name.endswith(GFD_TASK) and not result.get("skipped")]
+    assert len(ran) == 1, ran
 
-        again = no_warnings(playbook(cluster, "deploy", variables).succeeded())
-        assert again.stats["changed"] == 0
+    labels = node_labels(cluster, names)
+    for name in gpu_nodes:
+        carried = gfd_labels_of(labels[name])
+        assert {key: carried.get(key) for key in expected_labels(groups[name])} == expected_labels(groups[name])
+        # The none MIG strategy: GFD writes no nvidia.com/mig.strategy.
+        assert "nvidia.com/mig.strategy" not in carried
+    assert gfd_labels_of(labels[cpu]) == {}
+    # A deploy label per state deployed: GFD's and the validator DaemonSet's among them.
+    assert all(labels[name].get(GFD_DEPLOY) == "true" and labels[name].get(VALIDATOR_DEPLOY) == "true"
+               for name in gpu_nodes)
 
-        status_run = no_warnings(playbook(cluster, "status", variables).succeeded())
-        status = status_run.report["global_custom_stats"]["gpu_stack_status"]
-        assert status["ready"] is True
-        rows = {row["node"]: row for row in status["nodes"]}
-        assert sorted(rows) == gpu_nodes
-        for name in gpu_nodes:
-            model = fleets.GPU_MODELS[groups[name]["gpu"]["product"]]
-            row = rows[name]
-            assert (row["product"], row["memory"], row["mig_capable"], row["gpu_info"], row["gpu_feature_discovery"],
-                    row["gpus"]) == (groups[name]["gpu"]["product"], model["memory"], model["mig_capable"], "gfd",
-                                     "ready", groups[name]["gpu"]["count"])
-        (table,) = [result["msg"] for name, result in status_run.results if name == "Print the status table"]
-        assert table[0].split()[:6] == ["NODE", "GPUS", "PRODUCT", "MEMORY", "MiB", "MIG"]
-        for line in table[1:1 + len(gpu_nodes)]:
-            node, _gpus, product, memory, mig = line.split()[:5]
-            assert (product, memory, mig) == (rows[node]["product"], str(rows[node]["memory"]),
-                                              "yes" if rows[node]["mig_capable"] else "no")
+    daemonset = cluster.apps.read_namespaced_daemon_set("gpu-feature-discovery", namespace)
+    pod_spec = daemonset.spec.template.spec
+    env = {entry.name: entry.value for entry in pod_spec.containers[0].env}
+    assert (env["GFD_SLEEP_INTERVAL"], env["GFD_FAIL_ON_INIT_ERROR"], env["MIG_STRATEGY"]) == ("60s", "true", "none")
+    # The session cluster has NFD's NodeFeature CRD only when some test deployed upstream NFD.
+    assert env["GFD_USE_NODE_FEATURE_API"] in ("true", "false")
+    assert pod_spec.node_selector == {"nvidia.com/gpu.deploy.gpu-feature-discovery": "true"}
+    assert pod_spec.service_account_name == "nvidia-gpu-feature-discovery"
+    assert daemonset.status.number_ready == len(gpu_nodes)
 
-        # Switched off: its objects go, and with its pods its labels (in the simulator at once); status falls back to
-        # NFD's PCI labels, which carry no device id here, and counts the nodes ready without GFD.
-        off = dict(variables, gpu_feature_discovery_enabled=False)
-        no_warnings(playbook(cluster, "deploy", off, tags="gpu_feature_discovery").succeeded())
-        assert not cluster.apps.list_namespaced_daemon_set(
-            namespace, field_selector="metadata.name=gpu-feature-discovery").items
-        assert not cluster.core.list_namespaced_service_account(
-            namespace, field_selector="metadata.name=nvidia-gpu-feature-discovery").items
-        wait_for(lambda: not cluster.core.list_namespaced_pod(
-            namespace, label_selector="app.kubernetes.io/component=gpu-feature-discovery").items,
-            timeout=60, message="GFD pods gone")
-        wait_for(lambda: not any(gfd_labels_of(labels) for labels in node_labels(cluster, names).values()),
-                 timeout=60, message="GFD labels gone with its pods")
-        # Nothing is deployed behind its deploy label any more.
-        assert not [name for name, labels in node_labels(cluster, names).items() if GFD_DEPLOY in labels]
-        status = status_of(cluster, off)
-        assert status["ready"] is True
-        assert {(row["product"], row["gpu_info"], row["gpu_feature_discovery"]) for row in status["nodes"]} == {
-            (None, None, "-")}
 
-        no_warnings(playbook(cluster, "uninstall", variables).succeeded())
-        assert node_labels(cluster, names) == before
-        assert not cluster.apps.list_namespaced_daemon_set(
-            namespace, field_selector="metadata.name=gpu-feature-discovery").items
-        rbac = kubernetes.client.RbacAuthorizationV1Api(cluster.client)
-        assert "nvidia-gpu-feature-discovery" not in [r.metadata.name for r in rbac.list_cluster_role().items]
-    finally:
-        delete_namespace(cluster, namespace)
+def check_gfd_status(cluster, variables, names):
+    """The status playbook shows each GPU node's hardware as GFD labelled it, in its report and its table."""
+    groups, gpu_nodes, _cpu = fleet_groups(names)
+    status_run = no_warnings(playbook(cluster, "status", variables).succeeded())
+    status = status_run.report["global_custom_stats"]["gpu_stack_status"]
+    assert status["ready"] is True
+    rows = {row["node"]: row for row in status["nodes"]}
+    assert sorted(rows) == gpu_nodes
+    for name in gpu_nodes:
+        model = fleets.GPU_MODELS[groups[name]["gpu"]["product"]]
+        row = rows[name]
+        assert (row["product"], row["memory"], row["mig_capable"], row["gpu_info"], row["gpu_feature_discovery"],
+                row["gpus"]) == (groups[name]["gpu"]["product"], model["memory"], model["mig_capable"], "gfd",
+                                 "ready", groups[name]["gpu"]["count"])
+    (table,) = [result["msg"] for name, result in status_run.results if name == "Print the status table"]
+    assert table[0].split()[:6] == ["NODE", "GPUS", "PRODUCT", "MEMORY", "MiB", "MIG"]
+    for line in table[1:1 + len(gpu_nodes)]:
+        node, _gpus, product, memory, mig = line.split()[:5]
+        assert (product, memory, mig) == (rows[node]["product"], str(rows[node]["memory"]),
+                                          "yes" if rows[node]["mig_capable"] else "no")
+
+
+def check_gfd_switched_off(cluster, namespace, variables, names):
+    """Switched off: its objects go, and with its pods its labels (in the simulator at once); status falls back to
+    NFD's PCI labels, which carry no device id here, and counts the nodes ready without GFD."""
+    off = dict(variables, gpu_feature_discovery_enabled=False)
+    no_warnings(playbook(cluster, "deploy", off, tags="gpu_feature_discovery").succeeded())
+    assert not cluster.apps.list_namespaced_daemon_set(
+        namespace, field_selector="metadata.name=gpu-feature-discovery").items
+    assert not cluster.core.list_namespaced_service_account(
+        namespace, field_selector="metadata.name=nvidia-gpu-feature-discovery").items
+    wait_for(lambda: not cluster.core.list_namespaced_pod(
+        namespace, label_selector="app.kubernetes.io/component=gpu-feature-discovery").items,
+        timeout=60, message="GFD pods gone")
+    wait_for(lambda: not any(gfd_labels_of(labels) for labels in node_labels(cluster, names).values()),
+             timeout=60, message="GFD labels gone with its pods")
+    # Nothing is deployed behind its deploy label any more.
+    assert not [name for name, labels in node_labels(cluster, names).items() if GFD_DEPLOY in labels]
+    status = status_of(cluster, off)
+    assert status["ready"] is True
+    assert {(row["product"], row["gpu_info"], row["gpu_feature_discovery"]) for row in status["nodes"]} == {
+        (None, None, "-")}
+
+
+def check_gfd_uninstalled(cluster, namespace):
+    """After the uninstall: GFD's DaemonSet and ClusterRole are gone (the nodes' labels are compared by the caller)."""
+    assert not cluster.apps.list_namespaced_daemon_set(
+        namespace, field_selector="metadata.name=gpu-feature-discovery").items
+    rbac = kubernetes.client.RbacAuthorizationV1Api(cluster.client)
+    assert "nvidia-gpu-feature-discovery" not in [r.metadata.name for r in rbac.list_cluster_role().items]
 
 
 def test_a_node_whose_gfd_cannot_initialise_fails_the_deploy_naming_it_and_gfd_follows_the_device_plugin(

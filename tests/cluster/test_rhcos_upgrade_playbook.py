@@ -29,8 +29,9 @@ TARGET, TARGET_OCP = "9.6.20260401-0", "4.21.5"
 TARGET_DAEMONSET = "nvidia-driver-daemonset-" + TARGET
 RECORD = "accelerators.gpu/rhcos-upgrade"
 DTK_RHCOS = "openshift.driver-toolkit.rhcos"
-# Simulated delays. The reboot is longer than a wave's window stays open, as real reboots (minutes) are.
-REBOOT_SECONDS, NFD_LAG_SECONDS, BUILD_SECONDS = 20, 1, 3
+# Simulated delays. The reboot is longer than a wave's window stays open (one API call, or until the machine-config
+# operator took a node), as real reboots (minutes) are; each wave waits for it, so it is kept no longer than that.
+REBOOT_SECONDS, NFD_LAG_SECONDS, BUILD_SECONDS = 8, 1, 3
 REGISTRY = gpu_fleet.REGISTRY + ["nvcr.io/nvidia/*"]
 RHCOS_IN_OS_IMAGE = re.compile(r"\d+\.\d+\.\d+-\d+")
 
