@@ -225,7 +225,7 @@ def test_pod_cells_view_reads_a_pod_table_without_objects(monkeypatch):
     assert client.requests[0][3]['header_params'] == {
         'Accept': 'application/json;as=Table;g=meta.k8s.io;v=v1, application/json'}
     assert client.requests[0][3]['query_params'] == [('includeObject', 'None')]
-    assert client.requests[0][3]['label_selector'] == 'a=b'
+    assert (client.requests[0][3]['label_selector'], client.requests[0][3]['limit']) == ('a=b', 10000)
     assert pods == [
         {'metadata': {'name': 'driver-x', 'namespace': 'gpu'}, 'spec': {'nodeName': 'gpu-0'},
          'status': {'conditions': [{'type': 'Ready', 'status': 'True'}], 'reason': 'Running'}},
