@@ -12,7 +12,8 @@ wrapping costs seconds and hundreds of MiB on a list of thousands of nodes.
 Reads ask for no more than their callers use: every request accepts a gzip-compressed answer (the API server
 compresses those over 128 KB), and a list of nodes comes in the smallest view that carries what its caller reads
 (list_nodes: NODE_METADATA, NODE_INFO or NODE_FULL), a list of pods as a Table when its caller reads their labels,
-node and readiness only (list_pods: POD_READINESS), as the Table's cells alone when it reads no labels (POD_CELLS). The requests sent, by verb, and the bytes of the answers, as
+node and readiness only (list_pods: POD_READINESS), as the Table's cells alone when it reads no labels
+(POD_CELLS). The requests sent, by verb, and the bytes of the answers, as
 received and as decoded, are counted here and reported in every module result (run_module).
 """
 
