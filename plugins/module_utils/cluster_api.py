@@ -12,7 +12,8 @@ wrapping costs seconds and hundreds of MiB on a list of thousands of nodes.
 Reads ask for no more than their callers use: every request accepts a gzip-compressed answer (the API server
 compresses those over 128 KB), and a list of nodes comes in the smallest view that carries what its caller reads
 (list_nodes: NODE_METADATA, NODE_INFO or NODE_FULL), a list of pods as a Table when its caller reads their labels,
-node and readiness only (list_pods: POD_READINESS). The requests sent, by verb, and the bytes of the answers, as
+node and readiness only (list_pods: POD_READINESS), as the Table's cells alone when it reads no labels
+(POD_CELLS). The requests sent, by verb, and the bytes of the answers, as
 received and as decoded, are counted here and reported in every module result (run_module).
 """
 
@@ -35,6 +36,11 @@ DEFAULT_PAGE_SIZE = 500
 # Full Nodes of a busy cluster are 10-40 KB of JSON each, several times that once decoded: pages of 100 keep the
 # memory of a module reading thousands flat.
 FULL_NODE_PAGE_SIZE = 100
+# Pod Table cells are about 250 bytes of JSON a row: pages of 10,000 are one gzip-compressed answer per operand on
+# fleets of up to 10,000 nodes. The API server serves a first page from its watch cache, but the request for a next
+# page (continue) from etcd, decoding every pod of the namespace after the page's last (measured: 500-row pages of
+# one operand each made the API server's CPU time four times that of one list of every pod).
+POD_CELLS_PAGE_SIZE = 10000
 NODES = '/api/v1/nodes'
 PODS = '/api/v1/pods'
 DAEMONSETS = '/apis/apps/v1/namespaces/%s/daemonsets'
@@ -55,9 +61,11 @@ _RESPONSE_BYTES = collections.Counter()
 NODE_FULL = 'full'          # the whole Node
 NODE_METADATA = 'metadata'  # metadata only: name, labels, annotations, resourceVersion (no spec, no status)
 NODE_INFO = 'info'          # metadata, status.nodeInfo's osImage, kernelVersion and containerRuntimeVersion, Ready
-# What list_pods() asks for: the whole Pod, or its metadata, node and readiness (pod_from_table_row).
+# What list_pods() asks for: the whole Pod, or its metadata, node and readiness (pod_from_table_row), or its name, node
+# and readiness without labels: the Table's cells only, about a tenth of the bytes of the metadata with managedFields.
 POD_FULL = NODE_FULL
 POD_READINESS = 'readiness'
+POD_CELLS = 'cells'
 _TABLE_ACCEPT = 'application/json;as=Table;g=meta.k8s.io;v=v1, application/json'
 # The Node Table's columns (the API server's node printer) that NODE_INFO reads, and the status.nodeInfo fields
 # they show; the printer shows an empty field as '<unknown>', an empty Pod column as '<none>'.
@@ -121,12 +129,24 @@ def _parse_status(body):
     return status.get('message') or str(status), status.get('details') or {}
 
 
-def node_from_table_row(row, columns):
+def _row_metadata(row, cells, namespace):
+    """The metadata of a Table row: its object's (includeObject=Metadata), else (includeObject=None) its Name cell
+    and the namespace the list was read in, if any."""
+    if 'object' in row:
+        return (row.get('object') or {}).get('metadata') or {}
+    metadata = {'name': cells.get('Name')}
+    if namespace:
+        metadata['namespace'] = namespace
+    return metadata
+
+
+def node_from_table_row(row, columns, namespace=None):
     """A Node dict of one row of a Node Table read with includeObject=Metadata: the row's metadata, the
     status.nodeInfo fields of its cells and a Ready condition, status 'True' or, for NotReady, 'False' (the Table
-    does not tell False from Unknown). columns: the Table's column names, in order."""
+    does not tell False from Unknown). columns: the Table's column names, in order; namespace: the request's,
+    which names the object of a row read without one (_row_metadata), None for cluster-scoped Nodes."""
     cells = dict(zip(columns, row.get('cells') or []))
-    node = {'metadata': (row.get('object') or {}).get('metadata') or {}, 'status': {}}
+    node = {'metadata': _row_metadata(row, cells, namespace), 'status': {}}
     info = dict((field, cells[column]) for column, field in _NODE_INFO_COLUMNS
                 if cells.get(column) not in (None, _UNKNOWN_CELL))
     if info:
@@ -138,14 +158,15 @@ def node_from_table_row(row, columns):
     return node
 
 
-def pod_from_table_row(row, columns):
-    """A Pod dict of one row of a Pod Table read with includeObject=Metadata: the row's metadata, spec.nodeName from
-    the Node cell, and in status what the Table tells of readiness: a Ready condition, 'True' when every container
-    counted in the Ready cell ('1/1') is ready, and as status.reason the Status cell, the reason kubectl get pods
-    shows (Running, ContainerCreating, CrashLoopBackOff, Init:0/1, Terminating...). The Table has no phase and no
-    container statuses. columns: the Table's column names, in order."""
+def pod_from_table_row(row, columns, namespace=None):
+    """A Pod dict of one row of a Pod Table: the row's metadata (includeObject=Metadata), else (includeObject=None)
+    the Name cell and the namespace of the request, without labels; spec.nodeName from the Node cell, and in status
+    what the Table tells of readiness: a Ready condition, 'True' when every container counted in the Ready cell
+    ('1/1') is ready, and as status.reason the Status cell, the reason kubectl get pods shows (Running,
+    ContainerCreating, CrashLoopBackOff, Init:0/1, Terminating...). The Table has no phase and no container statuses.
+    columns: the Table's column names, in order."""
     cells = dict(zip(columns, row.get('cells') or []))
-    pod = {'metadata': (row.get('object') or {}).get('metadata') or {}, 'spec': {}, 'status': {}}
+    pod = {'metadata': _row_metadata(row, cells, namespace), 'spec': {}, 'status': {}}
     if cells.get('Node') not in (None, _NONE_CELL):
         pod['spec']['nodeName'] = cells['Node']
     ready, _slash, total = str(cells.get('Ready') or '').partition('/')
@@ -163,18 +184,19 @@ _VIEWS = {
                     'PartialObjectMetadataList', None, None),
     NODE_INFO: (_TABLE_ACCEPT, 'Table', 'Metadata', node_from_table_row),
     POD_READINESS: (_TABLE_ACCEPT, 'Table', 'Metadata', pod_from_table_row),
+    POD_CELLS: (_TABLE_ACCEPT, 'Table', 'None', pod_from_table_row),
 }
 
 
-def _view_items(page, view):
+def _view_items(page, view, namespace=None):
     """(the items of a page of a list as dicts, whether the page is in the view asked for). A server that does
-    not serve the view answers with the full list."""
+    not serve the view answers with the full list. namespace: the one the list was read in, if any."""
     kind = _VIEWS[view][1] if view in _VIEWS else None
     if kind is None or page.get('kind') != kind:
         return page.get('items') or [], kind is None
     if kind == 'Table':
         columns = [column.get('name') for column in page.get('columnDefinitions') or []]
-        return [_VIEWS[view][3](row, columns) for row in page.get('rows') or []], True
+        return [_VIEWS[view][3](row, columns, namespace) for row in page.get('rows') or []], True
     return page.get('items') or [], True
 
 
@@ -277,9 +299,11 @@ class ClusterAPI:
             body['dryRun'] = ['All']
         return self._request('DELETE', path, body=body, write=True)
 
-    def _list(self, path, label_selector=None, page_size=DEFAULT_PAGE_SIZE, field_selector=None, view=NODE_FULL):
+    def _list(self, path, label_selector=None, page_size=DEFAULT_PAGE_SIZE, field_selector=None, view=NODE_FULL,
+              namespace=None):
         """Every item of a list, page by page (limit and continue), so no single response holds all; in a smaller
-        view than full objects (_VIEWS) if one is given, else full objects, saying so once."""
+        view than full objects (_VIEWS) if one is given, else full objects, saying so once. namespace: the one path
+        lists in, which names the items of a Table read without their objects."""
         token = None
         params = {'field_selector': field_selector} if field_selector else {}
         while True:
@@ -290,7 +314,7 @@ class ClusterAPI:
                     params['query_params'] = [('includeObject', _VIEWS[view][2])]
             page = self._request('GET', path, label_selector=label_selector or None, limit=page_size,
                                  _continue=token, **params)
-            items, in_view = _view_items(page, view)
+            items, in_view = _view_items(page, view, namespace)
             if not in_view and view not in self._warned_full_views:
                 self._warned_full_views.add(view)
                 self._module.warn('the API server answered GET %s with full objects (%s), not the %s view asked for '
@@ -363,9 +387,12 @@ class ClusterAPI:
                              content_type='application/merge-patch+json', write=True)
 
     def list_pods(self, namespace, label_selector=None, view=POD_FULL):
-        """The pods of a namespace, in view: POD_FULL (whole Pod dicts) or POD_READINESS (metadata, node and
-        readiness, from a Table: see pod_from_table_row)."""
-        return list(self._list('/api/v1/namespaces/%s/pods' % namespace, label_selector, view=view))
+        """The pods of a namespace, in view: POD_FULL (whole Pod dicts), POD_READINESS (metadata, node and
+        readiness, from a Table: see pod_from_table_row) or POD_CELLS (name, namespace, node and readiness, no
+        labels: the caller knows them from its label_selector)."""
+        return list(self._list('/api/v1/namespaces/%s/pods' % namespace, label_selector, view=view,
+                               page_size=POD_CELLS_PAGE_SIZE if view == POD_CELLS else DEFAULT_PAGE_SIZE,
+                               namespace=namespace))
 
     def delete_pod(self, namespace, name, uid):
         """Delete a pod only if it is still the pod read (uid), else APIError 409."""

@@ -9,15 +9,19 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import NODE_FULL, POD_READINESS
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import NODE_FULL, POD_CELLS, POD_READINESS
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import is_managed_driver, serves
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_upgrade import FAILURE_ANNOTATION, STATE_LABEL
 from ansible_collections.accelerators.gpu.plugins.module_utils.gfd_labels import gpu_summary
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import node_facts
+from ansible_collections.accelerators.gpu.plugins.module_utils.readiness import selector_string
 
 COMPONENT = 'app.kubernetes.io/component'
+DRIVER = 'nvidia-driver'
+# The label by which the collection's driver DaemonSets select their pods: the DaemonSet's name (driver_plan).
+DRIVER_APP_LABEL = 'app'
 # Table columns of the operands, by the app.kubernetes.io/component of their pods.
-OPERANDS = (('driver', 'nvidia-driver'), ('toolkit', 'nvidia-container-toolkit'),
+OPERANDS = (('driver', DRIVER), ('toolkit', 'nvidia-container-toolkit'),
             ('device_plugin', 'nvidia-device-plugin'), ('dcgm_exporter', 'nvidia-dcgm-exporter'))
 # GPU feature discovery may be switched off (gpu_feature_discovery_enabled), and the MIG manager runs on MIG-capable
 # nodes only: a node without their pods can be ready.
@@ -30,7 +34,7 @@ NODE_ANNOTATION = 'accelerators.gpu/node'
 # What the status reads in the stack's namespace.
 MANAGED_SELECTOR = 'app.kubernetes.io/managed-by=accelerators.gpu'
 VALIDATION_SELECTOR = COMPONENT + '=gpu-validation'
-DRIVER_DAEMONSETS_SELECTOR = MANAGED_SELECTOR + ',' + COMPONENT + '=nvidia-driver'
+DRIVER_DAEMONSETS_SELECTOR = MANAGED_SELECTOR + ',' + COMPONENT + '=' + DRIVER
 HEADERS = (('node', 'NODE'), ('gpus', 'GPUS'), ('product', 'PRODUCT'), ('memory', 'MEMORY MiB'), ('mig_capable', 'MIG'),
            ('os', 'RHCOS / KERNEL'), ('driver_daemonset', 'DRIVER DAEMONSET'),
            ('driver', 'DRIVER'), ('driver_upgrade', 'DRIVER UPGRADE'), ('toolkit', 'TOOLKIT'), ('device_plugin', 'DEVICE PLUGIN'),
@@ -132,8 +136,9 @@ def node_rows(facts, nodes, pods, jobs, daemonsets=None, resource='nvidia.com/gp
                    gpu_info=summary['source'])
         for column, component in OPERANDS + OPTIONAL_OPERANDS:
             row[column] = pod_readiness(on_node[component]) if component in on_node else '-'
-        driver_pod = on_node.get('nvidia-driver')
-        row['driver_daemonset'] = (((driver_pod.get('metadata') or {}).get('labels') or {}).get('app') if driver_pod
+        driver_pod = on_node.get(DRIVER)
+        row['driver_daemonset'] = (((driver_pod.get('metadata') or {}).get('labels') or {}).get(DRIVER_APP_LABEL)
+                                   if driver_pod
                                    else driver_label if driver_label not in (None, 'true') else '-')
         if row['driver'] == '-' and driver_label == 'pre-installed':
             row['driver'] = 'host'
@@ -213,12 +218,51 @@ def read_gpu_nodes(api, label_selector=None):
     return facts, nodes, warnings
 
 
+def operand_pod_reads(daemonsets):
+    """The reads of the operand pods, as (label selector, list_pods view, the labels node_rows() reads that every pod
+    of the selector carries): the pods of each operand component, and of each driver DaemonSet (its selector; its
+    name is the app label) as Table cells, which carry no labels, and then the driver pods of no DaemonSet read (left
+    by one deleted with its dependents orphaned, or being deleted), in the view with their labels: few or none."""
+    reads = [(MANAGED_SELECTOR + ',' + COMPONENT + '=' + component, POD_CELLS, {COMPONENT: component})
+             for _column, component in OPERANDS + OPTIONAL_OPERANDS if component != DRIVER]
+    names = []
+    for daemonset in sorted(daemonsets, key=lambda daemonset: daemonset['metadata']['name']):
+        names.append(daemonset['metadata']['name'])
+        selector = selector_string((daemonset.get('spec') or {}).get('selector'))
+        reads.append((','.join(term for term in (DRIVER_DAEMONSETS_SELECTOR, selector) if term), POD_CELLS,
+                      {COMPONENT: DRIVER, DRIVER_APP_LABEL: names[-1]}))
+    orphans = '%s notin (%s)' % (DRIVER_APP_LABEL, ','.join(names)) if names else ''
+    reads.append((','.join(term for term in (DRIVER_DAEMONSETS_SELECTOR, orphans) if term), POD_READINESS, {}))
+    return reads
+
+
+def labelled_pods(reads):
+    """The pods of every read, each (reads: (labels, pods) pairs) with the labels of its selector added, in the order
+    of their names, the order of a single list of them: where a node has two pods of a component (an old driver
+    pod leaving), node_rows() shows the last, as it did when the status read every pod at once."""
+    pods = []
+    for labels, read in reads:
+        for pod in read:
+            if labels:
+                metadata = pod.setdefault('metadata', {})
+                metadata['labels'] = dict(metadata.get('labels') or {}, **labels)
+            pods.append(pod)
+    return sorted(pods, key=lambda pod: (pod.get('metadata') or {}).get('name') or '')
+
+
+def read_operand_pods(api, namespace, daemonsets):
+    """The stack's operand pods, read per component and per driver DaemonSet (operand_pod_reads), labelled as
+    node_rows() reads them."""
+    return labelled_pods((labels, api.list_pods(namespace, selector, view=view))
+                         for selector, view, labels in operand_pod_reads(daemonsets))
+
+
 def run(module, api):
     params = module.params
     facts, nodes, warnings = read_gpu_nodes(api, params['label_selector'])
-    rows = node_rows(facts, nodes, api.list_pods(params['namespace'], MANAGED_SELECTOR, view=POD_READINESS),
-                     api.list_jobs(params['namespace'], VALIDATION_SELECTOR),
-                     api.list_daemonsets(params['namespace'], DRIVER_DAEMONSETS_SELECTOR))
+    daemonsets = api.list_daemonsets(params['namespace'], DRIVER_DAEMONSETS_SELECTOR)
+    rows = node_rows(facts, nodes, read_operand_pods(api, params['namespace'], daemonsets),
+                     api.list_jobs(params['namespace'], VALIDATION_SELECTOR), daemonsets)
     for warning in warnings:
         module.warn(warning)
     return {'changed': False, 'nodes': rows, 'ready': bool(rows) and all(row['ready'] for row in rows),

@@ -18,7 +18,9 @@ description:
     DaemonSet, the readiness of each operand, the driver upgrade state, the MIG layout and its state, allocatable
     GPUs (MIG devices included) and the last validation; RV(ready); and the rows as text lines (RV(lines)).
   - Reads each list once, in the smallest form that carries what the rows show; full Nodes only, for their
-    allocatable and capacity, which no smaller view carries; the pods as a Table (metadata, node, readiness).
+    allocatable and capacity, which no smaller view carries; the pods as Table cells only (name, node, readiness,
+    no metadata), read per operand component and per driver DaemonSet, whose label selectors say what the pods are;
+    driver pods of no driver DaemonSet (left by one deleted) as a Table with their labels.
   - Warns, per node, as M(accelerators.gpu.nfd_labels) does (GPU nodes without NFD labels, stale labels...).
   - Never changes anything. Every result carries I(api_requests), the API requests sent, by HTTP verb, and
     I(api_response_bytes), the bytes of the answers.

@@ -3,6 +3,7 @@
 """A module and a cluster in memory, for the tests of the modules' work (node_inventory, dtk_lookup, driver_sync)."""
 
 import copy
+import re
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import (
     NODE_FULL, NODE_INFO, NODE_METADATA, APIError, node_from_table_row)
@@ -58,10 +59,16 @@ class FakeModule:
         return self.command_results.pop(0)
 
 
-def _matches(labels, selector):
-    """Equality-only label selectors ('a=b,c=d'), which is all the tests use."""
-    return all(labels.get(key) == value for key, value in
-               (term.split('=', 1) for term in (selector or '').split(',') if term))
+def matches(labels, selector):
+    """Label selectors of equalities and set exclusions ('a=b,c notin (d,e)'), which is all the tests use."""
+    for term in re.findall(r'[^,(]+(?:\([^)]*\))?', selector or ''):
+        exclusion = re.match(r'\s*(\S+) notin \(([^)]*)\)$', term)
+        if exclusion:
+            if labels.get(exclusion.group(1)) in exclusion.group(2).split(','):
+                return False
+        elif labels.get(term.split('=', 1)[0]) != term.split('=', 1)[1]:
+            return False
+    return True
 
 
 class FakeCluster:
@@ -87,7 +94,7 @@ class FakeCluster:
     def list_nodes(self, label_selector=None, page_size=None, view=NODE_FULL):
         self.reads.append(('nodes', label_selector, view))
         return iter([served_node(copy.deepcopy(node), view) for name, node in sorted(self.nodes.items())
-                     if _matches(node['metadata']['labels'], label_selector)])
+                     if matches(node['metadata']['labels'], label_selector)])
 
     def read_node(self, name):
         self.reads.append(('node', name))
@@ -116,7 +123,7 @@ class FakeCluster:
     def list_daemonsets(self, namespace, label_selector=None):
         self.reads.append(('daemonsets', label_selector))
         return [copy.deepcopy(ds) for name, ds in sorted(self.daemonsets.items())
-                if _matches(ds['metadata'].get('labels') or {}, label_selector)]
+                if matches(ds['metadata'].get('labels') or {}, label_selector)]
 
     def apply_daemonset(self, daemonset):
         self.writes.append(('APPLY', daemonset['metadata']['name']))

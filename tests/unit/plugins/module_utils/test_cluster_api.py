@@ -9,7 +9,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import api_exception
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import (
-    NODE_INFO, NODE_METADATA, POD_READINESS, APIError, ClusterAPI, node_from_table_row, pod_from_table_row)
+    NODE_INFO, NODE_METADATA, POD_CELLS, POD_READINESS, APIError, ClusterAPI, node_from_table_row, pod_from_table_row)
 from ansible_collections.accelerators.gpu.plugins.module_utils.dtk import NOT_OPENSHIFT, STREAM_MISSING
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import node_facts
 from ansible_collections.accelerators.gpu.plugins.module_utils.stack_status import pod_readiness
@@ -212,6 +212,41 @@ def test_pod_readiness_view_reads_a_pod_table_with_its_metadata(monkeypatch):
         ('gpu-0', 'ready'), ('gpu-1', 'Running'), ('gpu-2', 'Init:CrashLoopBackOff'), ('gpu-3', 'ready'),
         (None, 'Pending')]
     assert api._module.warnings == []
+
+
+def test_pod_cells_view_reads_a_pod_table_without_objects(monkeypatch):
+    rows = [pod_table_row('driver-x', '1/1', 'Running', 'gpu-0'), pod_table_row('driver-y', '0/1', 'Init:0/1', '<none>')]
+    for row in rows:
+        del row['object']
+    client = DynamicClient({('GET', '/api/v1/namespaces/gpu/pods'): {
+        'kind': 'Table', 'columnDefinitions': POD_TABLE_COLUMNS, 'metadata': {}, 'rows': rows}})
+    api = make_api(monkeypatch, client)
+    pods = api.list_pods('gpu', 'a=b', view=POD_CELLS)
+    assert client.requests[0][3]['header_params'] == {
+        'Accept': 'application/json;as=Table;g=meta.k8s.io;v=v1, application/json'}
+    assert client.requests[0][3]['query_params'] == [('includeObject', 'None')]
+    assert (client.requests[0][3]['label_selector'], client.requests[0][3]['limit']) == ('a=b', 10000)
+    assert pods == [
+        {'metadata': {'name': 'driver-x', 'namespace': 'gpu'}, 'spec': {'nodeName': 'gpu-0'},
+         'status': {'conditions': [{'type': 'Ready', 'status': 'True'}], 'reason': 'Running'}},
+        {'metadata': {'name': 'driver-y', 'namespace': 'gpu'}, 'spec': {},
+         'status': {'conditions': [{'type': 'Ready', 'status': 'False'}], 'reason': 'Init:0/1'}}]
+    assert [pod_readiness(pod) for pod in pods] == ['ready', 'Init:0/1']
+    assert api._module.warnings == []
+
+
+def test_a_server_answering_pod_cells_with_full_pods_is_read_in_full_and_said_once(monkeypatch):
+    full = {'metadata': {'name': 'driver-x', 'namespace': 'gpu', 'labels': {'app': 'driver'}},
+            'spec': {'nodeName': 'gpu-0'}, 'status': {'phase': 'Running'}}
+    client = DynamicClient({('GET', '/api/v1/namespaces/gpu/pods'): {'kind': 'PodList', 'items': [full],
+                                                                     'metadata': {}}})
+    api = make_api(monkeypatch, client)
+    assert api.list_pods('gpu', 'a=b', view=POD_CELLS) == [full]
+    assert api.list_pods('gpu', 'c=d', view=POD_CELLS) == [full]
+    assert api._module.warnings == [
+        'the API server answered GET /api/v1/namespaces/gpu/pods with full objects (PodList), not the cells view '
+        'asked for (Accept: application/json;as=Table;g=meta.k8s.io;v=v1, application/json): reading full objects, '
+        'more data, the same result']
 
 
 def test_pod_readiness_of_full_pods_and_of_the_table_agree():

@@ -1,14 +1,19 @@
 """The status table: operand readiness per node, newest validation per check, host drivers, alignment."""
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import NODE_FULL, POD_READINESS
+import copy
+
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import NODE_FULL, POD_CELLS, POD_READINESS
 from ansible_collections.accelerators.gpu.plugins.module_utils.stack_status import (
-    node_rows, run, status_node, table_lines, verdict)
+    node_rows, operand_pod_reads, read_gpu_nodes, run, status_node, table_lines, verdict)
+from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.fakes import matches
 
 
 def pod(node, component, app=None, ready=True, reason=None):
     status = {"phase": "Running" if ready else "Pending",
               "containerStatuses": [{"ready": ready, "state": {"waiting": {"reason": reason}} if reason else {}}]}
-    return {"metadata": {"labels": {"app.kubernetes.io/component": component, "app": app or component}},
+    labels = {"app.kubernetes.io/managed-by": "accelerators.gpu", "app.kubernetes.io/component": component,
+              "app": app or component}
+    return {"metadata": {"name": "%s-%s" % (app or component, node), "labels": labels},
             "spec": {"nodeName": node}, "status": status}
 
 
@@ -85,8 +90,10 @@ def driver_daemonset(build, managed=True):
     if managed:
         labels["app.kubernetes.io/managed-by"] = "accelerators.gpu"
     ostree = "feature.node.kubernetes.io/system-os_release.OSTREE_VERSION"
-    return {"metadata": {"name": "nvidia-driver-daemonset-" + build, "labels": labels},
-            "spec": {"template": {"spec": {"nodeSelector": {"nvidia.com/gpu.deploy.driver": "true", ostree: build}}}}}
+    name = "nvidia-driver-daemonset-" + build
+    return {"metadata": {"name": name, "labels": labels},
+            "spec": {"selector": {"matchLabels": {"app": name}},
+                     "template": {"spec": {"nodeSelector": {"nvidia.com/gpu.deploy.driver": "true", ostree: build}}}}}
 
 
 def test_a_node_on_a_build_without_driver_daemonset_is_named_and_not_ready():
@@ -129,10 +136,13 @@ def test_mig_layout_and_manager_per_node_and_mig_devices_count_as_allocatable():
 
 
 class StatusCluster:
-    """The lists the stack_status module reads, in memory; reads records (what, view or selector)."""
+    """The lists the stack_status module reads, in memory; reads records (what, view or selector). Pods are
+    label-selected and sent as the API server sends them in the view asked for: without labels as Table cells,
+    unless full_pods (a server that serves no Table, whose full objects have them)."""
 
-    def __init__(self, nodes, pods, jobs, daemonsets):
+    def __init__(self, nodes, pods, jobs, daemonsets, full_pods=False):
         self.nodes, self.pods, self.jobs, self.daemonsets = nodes, pods, jobs, daemonsets
+        self.full_pods = full_pods
         self.reads = []
 
     def list_nodes(self, label_selector=None, page_size=None, view=NODE_FULL):
@@ -141,7 +151,11 @@ class StatusCluster:
 
     def list_pods(self, namespace, label_selector=None, view=NODE_FULL):
         self.reads.append(("pods", namespace, label_selector, view))
-        return self.pods
+        served = [copy.deepcopy(pod) for pod in self.pods if matches(pod["metadata"]["labels"], label_selector)]
+        if view == POD_CELLS and not self.full_pods:
+            for pod_read in served:
+                pod_read["metadata"] = {"name": pod_read["metadata"]["name"], "namespace": namespace}
+        return served
 
     def list_jobs(self, namespace, label_selector=None):
         self.reads.append(("jobs", namespace, label_selector))
@@ -180,11 +194,14 @@ def test_the_module_reads_each_list_once_keeps_only_what_rows_show_and_says_wher
     module = type("Module", (), {"params": {"namespace": "gpu", "label_selector": "role=gpu"}, "warnings": [],
                                  "warn": lambda self, message: self.warnings.append(message)})()
     result = run(module, cluster)
-    assert cluster.reads == [
-        ("nodes", "role=gpu", NODE_FULL),
-        ("pods", "gpu", "app.kubernetes.io/managed-by=accelerators.gpu", POD_READINESS),
-        ("jobs", "gpu", "app.kubernetes.io/component=gpu-validation"),
-        ("daemonsets", "gpu", "app.kubernetes.io/managed-by=accelerators.gpu,app.kubernetes.io/component=nvidia-driver")]
+    managed = "app.kubernetes.io/managed-by=accelerators.gpu"
+    drivers = managed + ",app.kubernetes.io/component=nvidia-driver"
+    assert cluster.reads == [("nodes", "role=gpu", NODE_FULL), ("daemonsets", "gpu", drivers)] + [
+        ("pods", "gpu", managed + ",app.kubernetes.io/component=" + component, POD_CELLS)
+        for component in OPERANDS + ("gpu-feature-discovery", "nvidia-mig-manager")] + [
+        ("pods", "gpu", drivers + ",app=nvidia-driver-daemonset-" + build, POD_CELLS),
+        ("pods", "gpu", drivers + ",app notin (nvidia-driver-daemonset-%s)" % build, POD_READINESS),
+        ("jobs", "gpu", "app.kubernetes.io/component=gpu-validation")]
     assert [(row["node"], row["ready"], row["driver_upgrade"]) for row in result["nodes"]] == [
         ("a-ready", True, "-"), ("b-failed", False, "upgrade-failed")]
     assert (result["ready"], result["changed"]) == (False, False)
@@ -202,3 +219,46 @@ def test_verdict_names_the_nodes_not_ready_and_an_empty_fleet():
     assert verdict([{"node": "a", "ready": False}, {"node": "b", "ready": True}, {"node": "c", "ready": False}]) == (
         "GPU stack NOT ready on a, c")
     assert verdict([]) == "GPU stack NOT ready on any node: no GPU node found"
+
+
+def test_pods_are_read_per_component_and_per_driver_daemonset_and_rows_are_those_of_full_pods():
+    build, gone = "9.6.20260303-1", "nvidia-driver-daemonset-9.4.20250101-0"
+    nodes = [full_node(name, build) for name in ("a", "b", "c")]
+    pods = [pod(name, component) for name in ("a", "b", "c") for component in OPERANDS]
+    pods += [pod("a", "nvidia-driver", app="nvidia-driver-daemonset-" + build),
+             pod("b", "nvidia-driver", app="nvidia-driver-daemonset-" + build, ready=False, reason="CrashLoopBackOff"),
+             # The pod of a DaemonSet deleted with its dependents orphaned: shown with its DaemonSet's name.
+             pod("c", "nvidia-driver", app=gone, ready=False, reason="Terminating"),
+             pod("a", "gpu-feature-discovery"), pod("b", "nvidia-mig-manager", ready=False, reason="Init:0/1"),
+             # A managed pod of no operand column is not read.
+             pod("a", "gpu-validation")]
+    jobs = [job(name, "cuda", succeeded=1) for name in ("a", "b", "c")]
+    module = type("Module", (), {"params": {"namespace": "gpu", "label_selector": None}, "warnings": [],
+                                 "warn": lambda self, message: self.warnings.append(message)})()
+    cells = StatusCluster(nodes, pods, jobs, [driver_daemonset(build)])
+    result = run(module, cells)
+    rows = [(row["node"], row["driver"], row["driver_daemonset"], row["gpu_feature_discovery"], row["mig_manager"],
+             row["ready"]) for row in result["nodes"]]
+    assert rows == [("a", "ready", "nvidia-driver-daemonset-" + build, "ready", "-", True),
+                    ("b", "CrashLoopBackOff", "nvidia-driver-daemonset-" + build, "-", "Init:0/1", False),
+                    ("c", "Terminating", gone, "-", "-", False)]
+    # A server that answers every view with full pods, and one read of every managed pod: the same rows.
+    full = StatusCluster(nodes, pods, jobs, [driver_daemonset(build)], full_pods=True)
+    assert run(module, full) == result
+    assert result["nodes"] == node_rows(*read_gpu_nodes(cells)[:2], pods, jobs, [driver_daemonset(build)])
+
+
+def test_operand_pod_reads_without_driver_daemonsets_read_every_driver_pod_with_its_labels():
+    managed = "app.kubernetes.io/managed-by=accelerators.gpu"
+    reads = operand_pod_reads([])
+    assert [(selector.split(",", 1)[1], view, labels) for selector, view, labels in reads] == [
+        ("app.kubernetes.io/component=" + component, POD_CELLS, {"app.kubernetes.io/component": component})
+        for component in OPERANDS + ("gpu-feature-discovery", "nvidia-mig-manager")] + [
+        ("app.kubernetes.io/component=nvidia-driver", POD_READINESS, {})]
+    assert all(selector.startswith(managed + ",") for selector, _view, _labels in reads)
+    two = operand_pod_reads([driver_daemonset("b"), driver_daemonset("a")])
+    drivers = managed + ",app.kubernetes.io/component=nvidia-driver,"
+    assert [(selector, view, labels.get("app")) for selector, view, labels in two[-3:]] == [
+        (drivers + "app=nvidia-driver-daemonset-a", POD_CELLS, "nvidia-driver-daemonset-a"),
+        (drivers + "app=nvidia-driver-daemonset-b", POD_CELLS, "nvidia-driver-daemonset-b"),
+        (drivers + "app notin (nvidia-driver-daemonset-a,nvidia-driver-daemonset-b)", POD_READINESS, None)]
