@@ -36,6 +36,8 @@ MODULES = ROOT / ".build" / "collections" / "ansible_collections" / "accelerator
 VERSIONS = ["416.94.202405081406-0", "418.94.202509100653-0", "9.6.20260217-1", "9.6.20260303-1"]
 NAMESPACE = "nvidia-gpu-operator"
 READY_TIMEOUT = 1800
+# A page size no fleet of the benchmark reaches.
+ONE_PAGE = 20000
 DRIVER = {"repository": "example.test/nvidia", "version": "550.90.07"}
 # The operand pods the stack runs on every GPU node (app.kubernetes.io/component), by image.
 OPERAND_PODS = (("nvidia-driver", "driver"), ("nvidia-container-toolkit", "container-toolkit"),
@@ -233,6 +235,12 @@ def measure_modules(count, env, server_pid):
         "driver_daemonsets", dict(common, plan_only=True, nodes=nodes), env, server_pid)))
     rows.append(("driver_daemonsets apply (first)", measure_module("driver_daemonsets", common, env, server_pid)))
     rows.append(("driver_daemonsets apply (no-op)", measure_module("driver_daemonsets", common, env, server_pid)))
+    # One request instead of pages of 500: the API server answers a first page from its watch cache, a next page from
+    # etcd; the module then holds the whole Table at once.
+    rows.append(("nfd_labels, one page (page_size %d)" % ONE_PAGE, measure_module(
+        "nfd_labels", {"page_size": ONE_PAGE}, env, server_pid)))
+    rows.append(("driver_daemonsets plan_only, one page", measure_module(
+        "driver_daemonsets", dict(common, plan_only=True, page_size=ONE_PAGE), env, server_pid)))
     print("\nmodule process (%d nodes, %d RHCOS versions); KB/node: bytes of the API answers per node, as received "
           "(gzip where the API server compressed) and as JSON" % (count, len(VERSIONS)))
     print("%-50s %8s %8s %9s %9s %9s %8s %8s  %s" % (
