@@ -23,9 +23,6 @@ __metaclass__ = type
 
 import collections
 import json
-import re
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.dtk import (
     DTK_IMAGESTREAM, DTK_NAMESPACE, NOT_OPENSHIFT, STREAM_MISSING)
@@ -55,14 +52,8 @@ MIRROR_SET_PATHS = (
     ('icsp', '/apis/operator.openshift.io/v1alpha1/imagecontentsourcepolicies'),
 )
 
-# The head of a list's JSON as the API server writes it: kind, apiVersion, then the list's metadata (resourceVersion,
-# continue, remainingItemCount: no nested object), before the items or rows.
-_LIST_HEAD = re.compile(br'\{"kind":"[^"]*","apiVersion":"[^"]*","metadata":\{([^{}]*)\}')
-_CONTINUE = re.compile(br'"continue":"([^"\\]*)"')
 # Every HTTP request this process sends through the kubernetes client, by verb.
 _REQUEST_COUNTS = collections.Counter()
-# A list's next page is fetched in a thread while its caller uses the last one: the counters are updated under it.
-_COUNTS_LOCK = threading.Lock()
 # Bytes of the answers to ClusterAPI's requests: 'wire' as received (compressed or not), 'json' once decoded.
 _RESPONSE_BYTES = collections.Counter()
 
@@ -115,8 +106,7 @@ def _count_requests(api_client):
     send = api_client.request
 
     def request(self, method, url, *args, **kwargs):
-        with _COUNTS_LOCK:
-            _REQUEST_COUNTS[method.upper()] += 1
+        _REQUEST_COUNTS[method.upper()] += 1
         # ApiClient.call_api passes the headers by keyword.
         kwargs['headers'] = dict(kwargs.get('headers') or {})
         kwargs['headers'].setdefault('Accept-Encoding', 'gzip')
@@ -124,14 +114,6 @@ def _count_requests(api_client):
 
     request.counts_requests = True
     api_client.request = request
-
-
-def continue_token(data):
-    """The continue token of a list's JSON as the API server writes it (data: bytes), read from its head without
-    decoding the list; None when it has none, or when its head is not as the API server writes it."""
-    head = _LIST_HEAD.match(data, 0, 4096)
-    found = head and _CONTINUE.search(head.group(1))
-    return found.group(1).decode('ascii') if found else None
 
 
 def _parse_status(body):
@@ -246,7 +228,6 @@ class ClusterAPI:
         self._bytes_baseline = collections.Counter(_RESPONSE_BYTES)
         self._module = module
         self._warned_full_views = set()
-        self._page_fetcher = None
         self.dry_run = module.check_mode
         try:
             self._client = get_api_client(module).client
@@ -263,10 +244,6 @@ class ClusterAPI:
         return {'wire': counts['wire'], 'json': counts['json']}
 
     def _request(self, method, path, body=None, content_type=None, write=False, **params):
-        return json.loads(self._fetch(method, path, body, content_type, write, **params))
-
-    def _fetch(self, method, path, body=None, content_type=None, write=False, **params):
-        """The answer to a request, as bytes of JSON."""
         if write and self.dry_run:
             params['dry_run'] = 'All'
         if content_type:
@@ -281,9 +258,8 @@ class ClusterAPI:
                            % (self._client.configuration.host, error))
         data = response.data
         # tell(): the bytes urllib3 read from the connection, before it decompressed them.
-        with _COUNTS_LOCK:
-            _RESPONSE_BYTES.update(wire=response.tell(), json=len(data))
-        return data
+        _RESPONSE_BYTES.update(wire=response.tell(), json=len(data))
+        return json.loads(data)
 
     def read(self, path, **query):
         """The object (or list) at path; query: the request's parameters (label_selector, limit...)."""
@@ -328,24 +304,16 @@ class ClusterAPI:
         """Every item of a list, page by page (limit and continue), so no single response holds all; in a smaller
         view than full objects (_VIEWS) if one is given, else full objects, saying so once. namespace: the one path
         lists in, which names the items of a Table read without their objects."""
-        def fetch(token):
-            params = {'field_selector': field_selector} if field_selector else {}
+        token = None
+        params = {'field_selector': field_selector} if field_selector else {}
+        while True:
             if view in _VIEWS:
                 # New each time: the client adds to both.
                 params['header_params'] = {'Accept': _VIEWS[view][0]}
                 if _VIEWS[view][2]:
                     params['query_params'] = [('includeObject', _VIEWS[view][2])]
-            return self._fetch('GET', path, label_selector=label_selector or None, limit=page_size, _continue=token,
-                               **params)
-
-        data = fetch(None)
-        while True:
-            # The next page is asked for before this one is decoded and used: the API server makes it meanwhile, on
-            # another core, instead of waiting for this process.
-            ahead_token = continue_token(data)
-            ahead = self._pages().submit(fetch, ahead_token) if ahead_token else None
-            page = json.loads(data)
-            data = None  # decoded: only the next page's bytes are held from here on
+            page = self._request('GET', path, label_selector=label_selector or None, limit=page_size,
+                                 _continue=token, **params)
             items, in_view = _view_items(page, view, namespace)
             if not in_view and view not in self._warned_full_views:
                 self._warned_full_views.add(view)
@@ -356,14 +324,6 @@ class ClusterAPI:
             token = (page.get('metadata') or {}).get('continue')
             if not token:
                 return
-            # A token read from the page's head is the page's own; else the next page is fetched now.
-            data = ahead.result() if ahead is not None and ahead_token == token else fetch(token)
-
-    def _pages(self):
-        """The thread that fetches the next page of a list."""
-        if self._page_fetcher is None:
-            self._page_fetcher = ThreadPoolExecutor(max_workers=1)
-        return self._page_fetcher
 
     def list_nodes(self, label_selector=None, page_size=None, view=NODE_FULL):
         """Nodes, optionally label-selected, as a generator over paginated lists, in view: NODE_FULL (whole Node

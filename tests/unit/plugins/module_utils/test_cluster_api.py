@@ -2,7 +2,6 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
 import json
-import time
 
 import kubernetes
 import pytest
@@ -10,8 +9,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import api_exception
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import (
-    NODE_INFO, NODE_METADATA, POD_CELLS, POD_READINESS, APIError, ClusterAPI, continue_token, node_from_table_row,
-    pod_from_table_row)
+    NODE_INFO, NODE_METADATA, POD_CELLS, POD_READINESS, APIError, ClusterAPI, node_from_table_row, pod_from_table_row)
 from ansible_collections.accelerators.gpu.plugins.module_utils.dtk import NOT_OPENSHIFT, STREAM_MISSING
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import node_facts
 from ansible_collections.accelerators.gpu.plugins.module_utils.stack_status import pod_readiness
@@ -322,42 +320,3 @@ def test_every_request_accepts_gzip(monkeypatch):
     client.request('PATCH', 'https://127.0.0.1/api/v1/nodes/a', headers={'Content-Type': 'application/merge-patch+json'})
     assert sent == [('GET', {'Accept': 'application/json', 'Accept-Encoding': 'gzip'}),
                     ('PATCH', {'Content-Type': 'application/merge-patch+json', 'Accept-Encoding': 'gzip'})]
-
-
-def server_json(kind, metadata, items):
-    """A list's JSON as the API server writes it: compact, kind, apiVersion and metadata first."""
-    return json.dumps({'kind': kind, 'apiVersion': 'v1', 'metadata': metadata, 'items': items},
-                      separators=(',', ':')).encode()
-
-
-def test_the_continue_token_is_read_from_the_head_of_a_list_as_the_api_server_writes_it():
-    assert continue_token(server_json('NodeList', {'resourceVersion': '7', 'continue': 'eyJ2Ijo='}, [])) == 'eyJ2Ijo='
-    assert continue_token(server_json('NodeList', {'resourceVersion': '7'}, [])) is None
-    # A "continue" inside the items is not the list's.
-    item = {'metadata': {'annotations': {'continue': 'no'}}}
-    assert continue_token(server_json('NodeList', {'resourceVersion': '7'}, [item])) is None
-    # Another order than the API server's: not read from the head (the page is then decoded before the next one).
-    assert continue_token(json.dumps({'metadata': {'continue': 'a'}, 'kind': 'NodeList', 'apiVersion': 'v1'}).encode()) is None
-
-
-def test_the_next_page_is_fetched_while_the_caller_uses_the_last_one(monkeypatch):
-    class ServerResponse(Response):
-        def __init__(self, data):
-            self.data = data
-
-    pages = {None: server_json('NodeList', {'continue': 'a'}, [{'n': 1}, {'n': 2}]),
-             'a': server_json('NodeList', {'continue': 'b'}, [{'n': 3}]),
-             'b': server_json('NodeList', {}, [{'n': 4}])}
-    client = DynamicClient({('GET', '/api/v1/nodes'): None})
-    client.request = lambda method, path, body=None, serialize=True, **params: (
-        client.requests.append(params['_continue']) or ServerResponse(pages[params['_continue']]))
-    api = make_api(monkeypatch, client)
-    nodes = api.list_nodes(page_size=2)
-    assert next(nodes) == {'n': 1}
-    deadline = time.monotonic() + 10
-    while len(client.requests) < 2 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert client.requests == [None, 'a']  # asked for before the caller took the first page's second node
-    assert [node['n'] for node in nodes] == [2, 3, 4]
-    assert client.requests == [None, 'a', 'b']
-    assert api.response_bytes()['json'] == sum(len(page) for page in pages.values())
