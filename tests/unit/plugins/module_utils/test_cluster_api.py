@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
+import gc
 import json
 
 import kubernetes
@@ -78,6 +79,35 @@ def test_lists_page_by_page(monkeypatch):
     assert [request[3] for request in client.requests] == [
         {'label_selector': 'gpu=true', 'limit': 2, '_continue': None},
         {'label_selector': 'gpu=true', 'limit': 2, '_continue': 'a'}]
+
+
+def test_cyclic_gc_is_paused_while_a_list_is_read_and_back_as_it_was_after(monkeypatch):
+    pages = {None: {'items': [{'n': 1}], 'metadata': {'continue': 'a'}}, 'a': {'items': [{'n': 2}], 'metadata': {}}}
+    collector_at_requests = []
+
+    def page(params):
+        collector_at_requests.append(gc.isenabled())
+        return pages[params['_continue']]
+
+    api = make_api(monkeypatch, DynamicClient({('GET', '/api/v1/nodes'): page}))
+    enabled = gc.isenabled()
+    try:
+        for collector_on in (True, False):
+            (gc.enable if collector_on else gc.disable)()
+            # Paused while each page is asked for and decoded, and while the caller uses its items.
+            del collector_at_requests[:]
+            seen = [(node['n'], gc.isenabled()) for node in api.list_nodes()]
+            assert (seen, collector_at_requests) == ([(1, False), (2, False)], [False, False])
+            assert gc.isenabled() is collector_on
+        # A caller that stops early (an error, a node found) closes the list: the collector is back on.
+        gc.enable()
+        nodes = api.list_nodes()
+        next(nodes)
+        assert not gc.isenabled()
+        nodes.close()
+        assert gc.isenabled()
+    finally:
+        (gc.enable if enabled else gc.disable)()
 
 
 def test_dtk_stream_absence_is_told_apart(monkeypatch):
