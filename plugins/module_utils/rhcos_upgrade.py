@@ -69,8 +69,11 @@ def _common_entry(node, facts, target):
         'cordoned': bool((node.get('spec') or {}).get('unschedulable')),
         'mcd_state': annotations.get(MCD_STATE),
         'record': record,
-        'validated': record.get('to') == target and record.get('result') == 'validated',
+        # Noted as taken by this upgrade: its record targets the build (or kernel). Records stay after an upgrade:
+        # an earlier one's (another `to`) does not count.
+        'taken': record.get('to') == target,
     }
+    entry['validated'] = entry['taken'] and record.get('result') == 'validated'
     return entry, annotations
 
 
@@ -121,8 +124,7 @@ def kernel_node_state(node, target):
     and not taken)."""
     facts = node_facts(node)
     entry, _annotations = _common_entry(node, facts, target)
-    record = entry['record']
-    taken = record.get('to') == target
+    record, taken = entry['record'], entry['taken']
     tag = os_tag(facts)
     entry.update({
         'runs': facts['kernel']['running'],

@@ -59,6 +59,26 @@ def test_a_validation_of_another_build_does_not_count():
     assert found == {'n': 'moving'}
 
 
+def test_a_node_taken_before_a_run_noted_it_is_noted_over_an_earlier_upgrades_record():
+    # Records stay after an upgrade: the machine-config operator may take a node that carries one before a run
+    # notes it (the pool left unpaused, or a run interrupted in between).
+    earlier = {'from': RHCOS_416, 'to': '417.94.202410211619-0', 'started': 1.0, 'validated': 2.0,
+               'result': 'validated'}
+    _found, state = phases(pool_node('n', OLD, NEW, state='Working', record=earlier))
+    [entry] = state['nodes']
+    assert (entry['phase'], entry['taken'], entry['validated']) == ('moving', False, False)
+    [note] = rhcos_upgrade.record_patches([entry], RHCOS_418, 10.0)
+    noted = json.loads(note['metadata']['annotations'][rhcos_upgrade.RECORD_ANNOTATION])
+    assert noted == {'from': RHCOS_416, 'to': RHCOS_418, 'started': 10.0}
+    _found, state = phases(pool_node('n', NEW, NEW, rhcos=RHCOS_418, record=noted))
+    [entry] = state['nodes']
+    assert (entry['phase'], entry['taken'], entry['back']) == ('moving', True, True)
+    [patch] = rhcos_upgrade.record_patches([entry], RHCOS_418, 40.0, validated=True)
+    found, _state = phases(pool_node('n', NEW, NEW, rhcos=RHCOS_418, record=json.loads(
+        patch['metadata']['annotations'][rhcos_upgrade.RECORD_ANNOTATION])))
+    assert found == {'n': 'done'}
+
+
 def test_a_node_whose_update_failed_reports_why():
     node = pool_node('n', OLD, NEW, state='Degraded')
     node['metadata']['annotations'][rhcos_upgrade.MCD_REASON] = 'failed to drain'
@@ -131,9 +151,11 @@ def test_phases_of_a_kernel_upgrade_by_drain_and_reboot():
         kernel_node('validated-still-cordoned', kernel=NEW_KERNEL, cordoned=True, record=validated),
         kernel_node('done', kernel=NEW_KERNEL, record=validated),
         kernel_node('cordoned-before', kernel=NEW_KERNEL, cordoned=True, record=dict(validated, cordoned=True)),
-        kernel_node('already', kernel=NEW_KERNEL))
-    assert found == {'waiting': 'waiting', 'down': 'blocked', 'taken': 'moving', 'rebooting': 'moving',
-                     'back': 'moving', 'validated-still-cordoned': 'moving', 'done': 'done',
+        kernel_node('already', kernel=NEW_KERNEL),
+        # An earlier upgrade's record does not make a node taken by this one.
+        kernel_node('upgraded-before', record=dict(validated, **{'from': '5.15.0-90-generic', 'to': OLD_KERNEL})))
+    assert found == {'waiting': 'waiting', 'upgraded-before': 'waiting', 'down': 'blocked', 'taken': 'moving',
+                     'rebooting': 'moving', 'back': 'moving', 'validated-still-cordoned': 'moving', 'done': 'done',
                      'cordoned-before': 'done', 'already': 'done'}
     assert state['reboot'] == ['taken']  # cordoned, its reboot step never ran: a re-run runs it
     assert (state['label_key'], state['label_value'], state['mismatch']) == (KERNEL, NEW_KERNEL, [])
