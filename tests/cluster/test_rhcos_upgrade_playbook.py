@@ -223,8 +223,23 @@ def report_figures(cluster, spec, sampler, run):
     assert max(overheads.values()) < 60, overheads
 
 
+def taken_before_the_run(cluster, pool, spec):
+    """Unpauses the pool until the machine-config operator takes a node (maxUnavailable 1: one), as a user letting
+    the pool go for a moment would, and pauses it again; returns the node's name."""
+    config = pool_of(cluster, pool)["spec"]["configuration"]["name"]
+    cluster.custom.patch_cluster_custom_object(*mco.POOLS, pool, {"spec": {"paused": False}})
+    try:
+        taken = wait_for(lambda: [n.metadata.name for n in cluster.core.list_node(label_selector=selector(spec)).items
+                                  if (n.metadata.annotations or {}).get(fleets.DESIRED_CONFIG) == config],
+                         message="the machine-config operator to take a node")
+    finally:
+        cluster.custom.patch_cluster_custom_object(*mco.POOLS, pool, {"spec": {"paused": True}})
+    assert len(taken) == 1, taken
+    return taken[0]
+
+
 def test_missing_target_dtk_tag_is_refused_before_anything_changes_and_a_release_gives_it(cluster, namespace, make_fleet, tmp_path):
-    spec, _made, pool = upgrading(cluster, namespace, make_fleet, [("a", {"count": 2})], dtk_tag=False)
+    spec, made, pool = upgrading(cluster, namespace, make_fleet, [("a", {"count": 2})], dtk_tag=False)
 
     def snapshot():
         nodes = cluster.core.list_node(label_selector=selector(spec)).items
@@ -253,12 +268,26 @@ def test_missing_target_dtk_tag_is_refused_before_anything_changes_and_a_release
                 in run.output), run.output[-3000:]
         assert snapshot() == before
 
+    # The nodes carry the records of an earlier upgrade, which stay; one of them the machine-config operator takes
+    # before the run notes it: the run notes it for this upgrade and validates it once, as the others.
+    earlier = {"from": gpu_fleet.RHCOS_416, "to": gpu_fleet.RHCOS_418, "started": 1.0, "validated": 2.0,
+               "result": "validated"}
+    for name in made.node_names:
+        cluster.core.patch_node(name, {"metadata": {"annotations": {RECORD: json.dumps(earlier)}}})
+    early = taken_before_the_run(cluster, pool, spec)
+    # Let it finish its update and NFD relabel it first: a node that boots while prepare reads the nodes' labels is
+    # another case.
+    wait_for(lambda: cluster.core.read_node(early).metadata.labels.get(gpu_fleet.OSTREE) == TARGET, timeout=120,
+             message="%s back on %s, relabelled" % (early, TARGET))
+
     # With oc, the release names the target build and its DTK image: the upgrade goes through.
     (tmp_path / "oc").mkdir()
     oc = gpu_fleet.fake_oc(tmp_path / "oc", fleets.dtk_image(TARGET), TARGET)
     run = UpgradeRun(cluster, variables(namespace, spec, pool, rhcos_upgrade_release=TARGET_OCP),
                      tmp_path / "oc", path=os.pathsep.join([os.path.dirname(oc), without_oc]))
-    assert run.wait() == 0, run.output[-6000:]
+    # A node never noted for this upgrade would be settled (and validated) round after round until this timeout.
+    assert run.wait(timeout=300) == 0, run.output[-6000:]
+    assert run.output.count("%s: RHCOS " % early) == 2, run.output[-6000:]  # validated once, reported once
     with open(oc + ".args") as recorded:
         assert recorded.read().split() == ["adm", "release", "info", TARGET_OCP, "--output=json"]
     assert driver_daemonsets(cluster, namespace) == [TARGET_DAEMONSET]
