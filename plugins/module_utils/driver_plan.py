@@ -379,19 +379,6 @@ def _dtk_message(dtk_images, rhcos):
     return entry.get('message') or 'RHCOS %s was not looked up in the DTK image stream' % rhcos
 
 
-def _build_os_tag(rhcos, members):
-    """The os tag of the driver image for the nodes of an RHCOS build: from the NFD os-release labels of a node whose
-    OSTREE_VERSION label names that build. A node just booted into it keeps the labels of the build it left until NFD
-    relabels it (osImage groups it at once): with no node labelled for the build, from the build string."""
-    for facts in members:
-        if facts['rhcos_label'] == rhcos and os_tag(facts):
-            return os_tag(facts)
-    try:
-        return rhcos_os_tag(rhcos)
-    except PlanError:
-        return os_tag(members[0])
-
-
 def _add_dtk_build(spec, plan, rhcos, members, dtk_images, kernels=None, why=''):
     """Add the DTK build DaemonSet of one RHCOS version, or block its nodes; True when added."""
     unresolved = _dtk_message(dtk_images, rhcos)
@@ -399,7 +386,7 @@ def _add_dtk_build(spec, plan, rhcos, members, dtk_images, kernels=None, why='')
         _block(plan, rhcos, members, why + unresolved)
         return False
     entry = dtk_images[rhcos]
-    image = _build_image(spec, _build_os_tag(rhcos, members))
+    image = _build_image(spec, os_tag(members[0]))
     if image is None:
         _block(plan, rhcos, members, why + 'nodes have no NFD os-release ID/VERSION_ID labels to choose the '
                                            'driver image tag: give image_ref')

@@ -244,19 +244,6 @@ def test_stale_ostree_label_groups_by_os_image_and_reports_the_node():
     assert plan['warnings'] == [mismatch['message']]
 
 
-def test_driver_image_os_tag_comes_from_a_node_labelled_for_the_build_else_from_the_build():
-    # Booted into 4.18, NFD has not relabelled it: every os-release label still says 4.16.
-    just_booted = rhcos_node('w0', rhcos=RHCOS_418, kernel=KERNEL_418, label_rhcos=RHCOS_416, ocp='4.16')
-    alone = desired_driver_daemonsets(SPEC, facts_of(just_booted), DTK, 'rhcos')
-    assert container(alone['desired'][0], 'nvidia-driver-ctr')['image'] == 'nvcr.io/nvidia/driver:550.90.07-rhcos4.18'
-    # Beside a node NFD labelled for the build, in either order.
-    relabelled = node_418('w1')
-    for nodes in ((just_booted, relabelled), (relabelled, just_booted)):
-        plan = desired_driver_daemonsets(SPEC, facts_of(*nodes), DTK, 'rhcos')
-        assert {node: entry['image'] for node, entry in plan['assignments'].items()} == {
-            'w0': 'nvcr.io/nvidia/driver:550.90.07-rhcos4.18', 'w1': 'nvcr.io/nvidia/driver:550.90.07-rhcos4.18'}
-
-
 def test_opted_out_and_host_driver_nodes_get_no_daemonset():
     nodes = facts_of(
         rhcos_node('host', extra={DEPLOY_DRIVER: 'pre-installed'}),
