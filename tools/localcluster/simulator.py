@@ -18,7 +18,8 @@
   strategies, ...) only while a GFD pod is Ready on it, with values from the node's simulated GPUs (fleet.GPU_MODELS),
   its machine and the version in its driver pod's image tag (a precompiled image names only the branch: <branch>.0.0);
   they go when no GFD pod is Ready there. Real GFD publishes through NFD (a feature file or a NodeFeature object), which
-  keeps the labels for a while after the pod is gone; the simulator drops them at once. A GFD pod waits for driver and
+  keeps the labels for a while after the pod is gone; the simulator drops them at once, except while the MIG
+  manager has stopped GFD for a change (its deploy label paused-for-mig-change). A GFD pod waits for driver and
   toolkit like the other operands; the fault `gfd_init_fails` makes it crash-loop (NVML cannot be initialised).
 - MIG manager (mig.py): a MIG manager pod, Ready once driver and toolkit are, applies the layout the node label
   nvidia.com/mig.config names (from the ConfigMap it mounts) and reports nvidia.com/mig.config.state: success only on
@@ -674,6 +675,10 @@ class Simulator:
             wanted = gfd_node_labels(hw, version,
                                      container_env(gfd["spec"]["containers"][0], "MIG_STRATEGY") or "none",
                                      labels.get("nvidia.com/gfd.timestamp") or str(int(time.time())))
+        elif labels.get("nvidia.com/gpu.deploy.gpu-feature-discovery") == mig.PAUSED:
+            # Stopped by the MIG manager for a change: NFD keeps what GFD published (nvidia.com/mig.capable, which the
+            # MIG manager's DaemonSet selects on, among it) until GFD publishes again.
+            return
         patch = {key: value for key, value in wanted.items() if labels.get(key) != value}
         patch.update((key, None) for key in GFD_LABEL_KEYS if key in labels and key not in wanted)
         if patch:
