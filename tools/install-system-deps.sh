@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the gates need, only when missing: etcd for the local control plane, shellcheck for
-# ansible-test sanity (which otherwise skips its shellcheck test).
+# Installs the Debian packages the gates need, only when missing: make, and shellcheck for ansible-test sanity (which
+# otherwise skips its shellcheck test).
 set -euo pipefail
 missing=()
-command -v etcd >/dev/null || missing+=(etcd-server)
 command -v make >/dev/null || missing+=(make)
 command -v shellcheck >/dev/null || missing+=(shellcheck)
 if [ ${#missing[@]} -gt 0 ]; then

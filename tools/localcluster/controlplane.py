@@ -127,7 +127,7 @@ class ControlPlane:
         return bool(info) and all(_alive(pid) for pid in info["pids"].values())
 
     # -- start ---------------------------------------------------------------------------------
-    def up(self, flavour="openshift", bin_dir=None, etcd_binary=None, heartbeat_seconds=30, simulator=True):
+    def up(self, flavour="openshift", bin_dir=None, heartbeat_seconds=30, simulator=True):
         """Starts the control plane; without simulator, no one plays the GPU stack's pods (a benchmark that writes
         their status itself)."""
         if flavour not in FLAVOURS:
@@ -137,9 +137,6 @@ class ControlPlane:
         self.down(quiet=True)
         started = time.monotonic()
         bin_dir = Path(bin_dir or build_binaries())
-        etcd_binary = etcd_binary or shutil.which("etcd")
-        if not etcd_binary:
-            raise ClusterError("etcd not found: install Debian's etcd-server (make deps does)")
         shutil.rmtree(self.state, ignore_errors=True)
         (self.state / "logs").mkdir(parents=True)
         pki = self.state / "pki"
@@ -165,7 +162,7 @@ class ControlPlane:
         etcd_url = "http://127.0.0.1:%d" % ports["etcd"]
         peer_url = "http://127.0.0.1:%d" % ports["etcd_peer"]
         self._spawn(info, "etcd", [
-            etcd_binary, "--name=local", "--data-dir=%s" % etcd_data,
+            str(bin_dir / "etcd"), "--name=local", "--data-dir=%s" % etcd_data,
             "--listen-client-urls=" + etcd_url, "--advertise-client-urls=" + etcd_url,
             "--listen-peer-urls=" + peer_url, "--initial-advertise-peer-urls=" + peer_url,
             "--initial-cluster=local=" + peer_url, "--listen-metrics-urls=",

@@ -15,6 +15,7 @@ from ansible_collections.accelerators.gpu.plugins.module_utils.dtk import NOT_OP
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import node_facts
 from ansible_collections.accelerators.gpu.plugins.module_utils.stack_status import pod_readiness
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.fakes import NODE_TABLE_COLUMNS, node_table_row
+from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.protobuf_encoding import metadata_list
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s import client as k8s_client
 
 NOT_FOUND_OBJECT = {'kind': 'Status', 'status': 'Failure', 'reason': 'NotFound', 'code': 404,
@@ -23,10 +24,16 @@ NOT_FOUND_OBJECT = {'kind': 'Status', 'status': 'Failure', 'reason': 'NotFound',
 
 
 class Response:
-    """Stands for urllib3's response: data decoded, tell() the bytes as received (here: not compressed)."""
+    """Stands for urllib3's response: data decoded, tell() the bytes as received (here: not compressed); a body of
+    bytes is protobuf."""
+
+    status = 200
 
     def __init__(self, body):
-        self.data = json.dumps(body).encode()
+        if isinstance(body, bytes):
+            self.data, self.headers = body, {'Content-Type': 'application/vnd.kubernetes.protobuf'}
+        else:
+            self.data, self.headers = json.dumps(body).encode(), {'Content-Type': 'application/json'}
 
     def tell(self):
         return len(self.data)
@@ -181,21 +188,34 @@ GPU_NODE = {
                'allocatable': {'nvidia.com/gpu': '8'}, 'images': [{'names': ['big'], 'sizeBytes': 1}]}}
 
 
-def test_node_info_view_reads_a_node_table_with_its_metadata(monkeypatch):
+def test_node_info_view_reads_the_node_table_cells_then_the_metadata(monkeypatch):
     cordoned = {'metadata': {'name': 'cpu-1'}, 'spec': {'unschedulable': True},
                 'status': {'nodeInfo': {'kernelVersion': '6.8.0'}, 'conditions': [{'type': 'Ready', 'status': 'Unknown'}]}}
     registering = {'metadata': {'name': 'new-2'}, 'status': {}}
-    pages = {None: {'kind': 'Table', 'columnDefinitions': TABLE_COLUMNS, 'metadata': {'continue': 'a'},
-                    'rows': [node_table_row(GPU_NODE), node_table_row(cordoned)]},
-             'a': {'kind': 'Table', 'columnDefinitions': TABLE_COLUMNS, 'metadata': {},
-                   'rows': [node_table_row(registering)]}}
-    client = DynamicClient({('GET', '/api/v1/nodes'): lambda params: pages[params['_continue']]})
+    joined = {'metadata': {'name': 'joined-3', 'resourceVersion': '9'}, 'status': {'nodeInfo': {'kernelVersion': '6.9'}}}
+    cells = []
+    for node in (GPU_NODE, cordoned, registering, {'metadata': {'name': 'gone-4'}}):
+        row = node_table_row(node)
+        del row['object']
+        cells.append(row)
+    metadata = {None: metadata_list([GPU_NODE, cordoned], 'a'), 'a': metadata_list([registering, joined])}
+
+    def nodes(params):
+        if params['header_params']['Accept'].startswith('application/json;as=Table'):
+            return {'kind': 'Table', 'columnDefinitions': TABLE_COLUMNS, 'metadata': {}, 'rows': cells}
+        return metadata[params['_continue']]
+    client = DynamicClient({('GET', '/api/v1/nodes'): nodes, ('GET', '/api/v1/nodes/joined-3'): joined})
     api = make_api(monkeypatch, client)
-    gpu, cpu, new = api.list_nodes('gpu=true', page_size=2, view=NODE_INFO)
-    for request in client.requests:
-        assert request[3]['header_params'] == {
-            'Accept': 'application/json;as=Table;g=meta.k8s.io;v=v1, application/json'}
-        assert request[3]['query_params'] == [('includeObject', 'Metadata')]
+    gpu, cpu, new, late = api.list_nodes('gpu=true', page_size=2, view=NODE_INFO)
+    table, first, second, one = [request[3] for request in client.requests]
+    assert table == {'header_params': {'Accept': 'application/json;as=Table;g=meta.k8s.io;v=v1, application/json'},
+                     'query_params': [('includeObject', 'None')], 'label_selector': 'gpu=true', 'limit': 100000,
+                     '_continue': None}
+    for page, token in ((first, None), (second, 'a')):
+        assert page == {'header_params': {'Accept': (
+            'application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, '
+            'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json')},
+            'label_selector': 'gpu=true', 'limit': 2, '_continue': token}
     assert gpu == {'metadata': GPU_NODE['metadata'], 'status': {
         'nodeInfo': dict((key, GPU_NODE['status']['nodeInfo'][key])
                          for key in ('osImage', 'kernelVersion', 'containerRuntimeVersion')),
@@ -203,6 +223,8 @@ def test_node_info_view_reads_a_node_table_with_its_metadata(monkeypatch):
     # '<unknown>' is the printer's empty field; NotReady stands for False and Unknown alike.
     assert cpu['status'] == {'nodeInfo': {'kernelVersion': '6.8.0'}, 'conditions': [{'type': 'Ready', 'status': 'False'}]}
     assert new == {'metadata': {'name': 'new-2'}, 'status': {}}
+    # Created after the cells were read: read whole. Deleted after (gone-4): left out.
+    assert (late, one) == (joined, {})
     assert api._module.warnings == []
 
 
@@ -292,15 +314,16 @@ def test_pod_readiness_of_full_pods_and_of_the_table_agree():
         assert pod_readiness(served) == pod_readiness(full)
 
 
-def test_metadata_view_of_a_node_without_labels(monkeypatch):
+def test_metadata_view_in_json_of_a_node_without_labels(monkeypatch):
     page = {'kind': 'PartialObjectMetadataList', 'apiVersion': 'meta.k8s.io/v1', 'metadata': {}, 'items': [
         {'kind': 'PartialObjectMetadata', 'metadata': {'name': 'bare', 'resourceVersion': '3'}},
         {'kind': 'PartialObjectMetadata', 'metadata': {'name': 'gpu-0', 'labels': {'nvidia.com/gpu.present': 'true'}}}]}
     client = DynamicClient({('GET', '/api/v1/nodes'): page})
     api = make_api(monkeypatch, client)
     bare, gpu = api.list_nodes(view=NODE_METADATA)
-    assert client.requests[0][3]['header_params'] == {
-        'Accept': 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json'}
+    assert client.requests[0][3]['header_params'] == {'Accept': (
+        'application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, '
+        'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json')}
     assert 'query_params' not in client.requests[0][3]
     assert bare == {'kind': 'PartialObjectMetadata', 'metadata': {'name': 'bare', 'resourceVersion': '3'}}
     facts = node_facts(bare)
@@ -317,7 +340,7 @@ def test_a_server_without_the_view_is_read_in_full_and_said_once(monkeypatch):
     assert [node['metadata']['name'] for node in api.list_nodes(page_size=1, view=NODE_INFO)] == ['gpu-0', 'cpu-1']
     assert list(api.list_nodes(page_size=1, view=NODE_INFO))[0] == GPU_NODE
     assert api._module.warnings == [
-        'the API server answered GET /api/v1/nodes with full objects (NodeList), not the info view asked for '
+        'the API server answered GET /api/v1/nodes with full objects (NodeList), not the node cells view asked for '
         '(Accept: application/json;as=Table;g=meta.k8s.io;v=v1, application/json): reading full objects, more data, '
         'the same result']
 
