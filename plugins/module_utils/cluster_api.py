@@ -152,10 +152,10 @@ def _parse_status(body):
 
 
 def _row_metadata(row, cells, namespace):
-    """The metadata of a Table row: its object's (includeObject=Metadata), else (includeObject=None) its Name cell
-    and the namespace the list was read in, if any."""
-    if 'object' in row:
-        return (row.get('object') or {}).get('metadata') or {}
+    """The metadata of a Table row: its object's (includeObject=Metadata), else (includeObject=None: the API server
+    sends "object": null) its Name cell and the namespace the list was read in, if any."""
+    if row.get('object'):
+        return row['object'].get('metadata') or {}
     metadata = {'name': cells.get('Name')}
     if namespace:
         metadata['namespace'] = namespace

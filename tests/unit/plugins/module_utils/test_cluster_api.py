@@ -195,9 +195,8 @@ def test_node_info_view_reads_the_node_table_cells_then_the_metadata(monkeypatch
     joined = {'metadata': {'name': 'joined-3', 'resourceVersion': '9'}, 'status': {'nodeInfo': {'kernelVersion': '6.9'}}}
     cells = []
     for node in (GPU_NODE, cordoned, registering, {'metadata': {'name': 'gone-4'}}):
-        row = node_table_row(node)
-        del row['object']
-        cells.append(row)
+        # The API server's answer to includeObject=None.
+        cells.append(dict(node_table_row(node), object=None))
     metadata = {None: metadata_list([GPU_NODE, cordoned], 'a'), 'a': metadata_list([registering, joined])}
 
     def nodes(params):
@@ -269,7 +268,8 @@ def test_pod_readiness_view_reads_a_pod_table_with_its_metadata(monkeypatch):
 def test_pod_cells_view_reads_a_pod_table_without_objects(monkeypatch):
     rows = [pod_table_row('driver-x', '1/1', 'Running', 'gpu-0'), pod_table_row('driver-y', '0/1', 'Init:0/1', '<none>')]
     for row in rows:
-        del row['object']
+        # The API server's answer to includeObject=None.
+        row['object'] = None
     client = DynamicClient({('GET', '/api/v1/namespaces/gpu/pods'): {
         'kind': 'Table', 'columnDefinitions': POD_TABLE_COLUMNS, 'metadata': {}, 'rows': rows}})
     api = make_api(monkeypatch, client)
