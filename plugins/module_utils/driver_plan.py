@@ -151,14 +151,14 @@ def os_tag(facts):
     return None
 
 
-def rhcos_os_tag(rhcos):
+def rhcos_os_tag(rhcos, field='prepare_versions'):
     """The os tag of the nodes an RHCOS build boots, from the build string alone: 4xx.yy.z builds (OpenShift <= 4.18)
     are os-release ID rhcos with the OpenShift minor (418.94... gives rhcos4.18), layered builds ID rhel with the
-    RHEL minor (9.6.20260303-1 gives rhel9.6)."""
+    RHEL minor (9.6.20260303-1 gives rhel9.6). field: where the build came from, for the error."""
     match = _RHCOS_BUILD_RE.match(rhcos)
     if not match:
-        raise PlanError('prepare_versions: %s is not an RHCOS build such as 418.94.202509100653-0 or 9.6.20260303-1'
-                        % rhcos, obj=rhcos, field='prepare_versions')
+        raise PlanError('%s: %s is not an RHCOS build such as 418.94.202509100653-0 or 9.6.20260303-1'
+                        % (field, rhcos), obj=rhcos, field=field)
     first, second = match.groups()
     if int(first) >= 40:
         return 'rhcos%s.%s' % (first[0], first[1:])
@@ -386,11 +386,9 @@ def _add_dtk_build(spec, plan, rhcos, members, dtk_images, kernels=None, why='')
         _block(plan, rhcos, members, why + unresolved)
         return False
     entry = dtk_images[rhcos]
-    image = _build_image(spec, os_tag(members[0]))
-    if image is None:
-        _block(plan, rhcos, members, why + 'nodes have no NFD os-release ID/VERSION_ID labels to choose the '
-                                           'driver image tag: give image_ref')
-        return False
+    # The tag from the build, not from the nodes' os-release labels: a node just booted into the build keeps the
+    # labels of the one it left until NFD relabels it, and the tag must not change with the order of the nodes.
+    image = _build_image(spec, rhcos_os_tag(rhcos, field=OSTREE_LABEL))
     daemonset = _dtk_daemonset(spec, rhcos, image, entry['image'], kernels)
     name = daemonset['metadata']['name']
     plan['desired'].append(daemonset)

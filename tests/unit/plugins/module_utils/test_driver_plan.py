@@ -244,6 +244,30 @@ def test_stale_ostree_label_groups_by_os_image_and_reports_the_node():
     assert plan['warnings'] == [mismatch['message']]
 
 
+def test_driver_image_os_tag_of_an_rhcos_build_comes_from_the_build_alone():
+    # Booted into 4.18, NFD has not relabelled it: every os-release label still says 4.16.
+    just_booted = rhcos_node('w0', rhcos=RHCOS_418, kernel=KERNEL_418, label_rhcos=RHCOS_416, ocp='4.16')
+    alone = desired_driver_daemonsets(SPEC, facts_of(just_booted), DTK, 'rhcos')
+    assert container(alone['desired'][0], 'nvidia-driver-ctr')['image'] == 'nvcr.io/nvidia/driver:550.90.07-rhcos4.18'
+    # Beside a node NFD relabelled, in either order; and one NFD relabelled only in part (OSTREE_VERSION first).
+    part = node_418('w2')
+    part['metadata']['labels']['feature.node.kubernetes.io/system-os_release.VERSION_ID'] = '4.16'
+    for nodes in ((just_booted, node_418('w1'), part), (part, node_418('w1'), just_booted)):
+        plan = desired_driver_daemonsets(SPEC, facts_of(*nodes), DTK, 'rhcos')
+        assert set(entry['image'] for entry in plan['assignments'].values()) == {
+            'nvcr.io/nvidia/driver:550.90.07-rhcos4.18'}
+    # A layered build (OpenShift >= 4.19) and a node without os-release labels at all.
+    layered = layered_rhcos_node('l0')
+    bare = rhcos_node('b0')
+    for key in list(bare['metadata']['labels']):
+        if 'os_release.ID' in key or 'VERSION_ID' in key:
+            del bare['metadata']['labels'][key]
+    plan = desired_driver_daemonsets(SPEC, facts_of(layered, bare), dict(DTK, **{'9.6.20260303-1': resolved(DTK_418)}),
+                                     'rhcos')
+    assert {node: entry['image'] for node, entry in plan['assignments'].items()} == {
+        'l0': 'nvcr.io/nvidia/driver:550.90.07-rhel9.6', 'b0': 'nvcr.io/nvidia/driver:550.90.07-rhcos4.16'}
+
+
 def test_opted_out_and_host_driver_nodes_get_no_daemonset():
     nodes = facts_of(
         rhcos_node('host', extra={DEPLOY_DRIVER: 'pre-installed'}),
