@@ -3,7 +3,8 @@
 Starts its own local cluster (heartbeats slowed), creates N nodes on 4 RHCOS versions and 2 kernels, then measures:
 - each module run as its own process (what Ansible would execute, without Ansible's start-up): wall time,
   peak RSS and the API requests by verb the module counted at its client;
-  the bytes of the API answers per node, as received and as JSON (the module's api_response_bytes);
+  the bytes of the API answers per node, as received and decompressed (JSON, or protobuf for node metadata: the
+  module's api_response_bytes);
 - the whole job through ansible-playbook, ours (bench/ours_driver_daemonsets.yml) and the peer's
   (bench/peer_driver_daemonsets.yml), first run and no-op re-run, then each no-op again through a counting proxy
   (bench/counting_proxy.py: requests by verb and bytes, the same way for both); then accelerators.gpu.status, with
@@ -242,9 +243,10 @@ def measure_modules(count, env, server_pid):
     rows.append(("driver_daemonsets plan_only, one page", measure_module(
         "driver_daemonsets", dict(common, plan_only=True, page_size=ONE_PAGE), env, server_pid)))
     print("\nmodule process (%d nodes, %d RHCOS versions); KB/node: bytes of the API answers per node, as received "
-          "(gzip where the API server compressed) and as JSON" % (count, len(VERSIONS)))
+          "(gzip where the API server compressed) and decompressed (JSON, or protobuf for node metadata)"
+          % (count, len(VERSIONS)))
     print("%-50s %8s %8s %9s %9s %9s %8s %8s  %s" % (
-        "run", "seconds", "CPU s", "server s", "peak MiB", "result MB", "KB/node", "JSON KB", "API requests"))
+        "run", "seconds", "CPU s", "server s", "peak MiB", "result MB", "KB/node", "decomp KB", "API requests"))
     for name, row in rows:
         read = row["result"]["api_response_bytes"]
         print("%-50s %8.2f %8.2f %9.2f %9.0f %9.1f %8.2f %8.2f  %s" % (
