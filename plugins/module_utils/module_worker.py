@@ -16,7 +16,7 @@ problem with cloud.common's turbo mode; this is the same idea, kept small:
 - On this host (connection local, no become, not async), the action plugin of these modules
   (plugins/plugin_utils/worker_action.py) goes further: it hands the worker the AnsiballZ wrapper Ansible would pipe into
   a new interpreter (run_wrapper), and the child runs it as that interpreter would. No module process starts at all:
-  that saves a Python start and the import of ansible.module_utils from the payload, about 0.2 s a task.
+  that saves a Python start and the import of ansible.module_utils from the payload, about 0.25 s a task.
 - When no worker answers, the module runs in its own process as usual and starts one for the next module; a
   worker idle for ACCELERATORS_GPU_WORKER_IDLE seconds (default 120) exits. ACCELERATORS_GPU_WORKER=off turns
   it off. ACCELERATORS_GPU_WORKER_LOG names a file that gets a line per request served, from=module (a module
@@ -173,12 +173,15 @@ def forward():
         try:
             rc = json.loads(_receive_frame(conn)[0])['rc']
         except (OSError, EOFError, ValueError, KeyError):
-            sys.stdout.write(json.dumps({'failed': True, 'msg': 'the accelerators.gpu module worker ended before the '
-                                         'module %s did; %s=off runs modules in their own process'
-                                         % (module_fqn, SWITCH)}) + '\n')
+            sys.stdout.write(json.dumps({'failed': True, 'msg': _ended_early(module_fqn)}) + '\n')
             rc = 1
     # As a module ends: AnsiballZ's wrapper still removes the payload.
     raise SystemExit(rc)
+
+
+def _ended_early(module_fqn):
+    return ('the accelerators.gpu module worker ended before the module %s did; %s=off runs modules in their own '
+            'process' % (module_fqn, SWITCH))
 
 
 def _worker_path(environ, executable, base_path, source):
@@ -234,8 +237,7 @@ def run_wrapper(executable, wrapper, module_fqn, environ, cwd):
             try:
                 rc = json.loads(_receive_frame(conn)[0])['rc']
             except (OSError, EOFError, ValueError, KeyError):
-                stderr += ('the accelerators.gpu module worker ended before the module %s did; %s=off runs modules '
-                           'in their own process\n' % (module_fqn, SWITCH)).encode('utf-8')
+                stderr += (_ended_early(module_fqn) + '\n').encode('utf-8')
                 rc = 1
             return rc, stdout, stderr
     finally:
@@ -397,10 +399,7 @@ def _run_request(conn):
             kube_config.KUBE_CONFIG_DEFAULT_LOCATION = os.environ.get('KUBECONFIG', '~/.kube/config')
         _send_frame(conn, b'{}')
         _exit_with_the_stub(conn)
-        if 'wrapper' in request:
-            _run_wrapper(request)
-        else:
-            _run_module(request)
+        (_run_wrapper if sender == 'action' else _run_module)(request)
     except SystemExit as exit_:
         rc = exit_.code if isinstance(exit_.code, int) else 1
     except BaseException:

@@ -15,34 +15,22 @@ import os
 import re
 
 from ansible.module_utils.common.text.converters import to_text
-from ansible.plugins.action import ActionBase
+from ansible.plugins.action.normal import ActionModule as NormalAction
 from ansible_collections.accelerators.gpu.plugins.module_utils import module_worker
 
 # The interpreter line of a wrapper this action can hand over: an absolute path, no arguments.
 SHEBANG = re.compile(r'^#!(/\S+)$')
 
 
-class ActionModule(ActionBase):
+class ActionModule(NormalAction):
+    """Ansible's normal action, with the module's run handed to the module worker on this host."""
 
-    _supports_check_mode = True
-    _supports_async = True
-
-    def run(self, tmp=None, task_vars=None):
-        result = super(ActionModule, self).run(tmp, task_vars)
-        del tmp  # no longer has any effect
-        wrap_async = self._task.async_val and not self._connection.has_native_async
-        result.update(self._execute_module(task_vars=task_vars, wrap_async=wrap_async))
-        if not wrap_async:
-            self._remove_tmp_path(self._connection._shell.tmpdir)
-        return result
-
-    def _on_this_host(self, wrap_async=False):
-        return (self._connection.transport == 'local' and not self._play_context.become and not wrap_async
-                and not self._task.async_val)
+    def _on_this_host(self):
+        return self._connection.transport == 'local' and not self._play_context.become and not self._task.async_val
 
     def _is_pipelining_enabled(self, module_style, wrap_async=False):
         # The wrapper is then handed over whole, as it would be piped: no temporary directory, no file to copy.
-        if module_style == 'new' and self._on_this_host(wrap_async):
+        if module_style == 'new' and self._on_this_host():
             return True
         return super(ActionModule, self)._is_pipelining_enabled(module_style, wrap_async)
 
