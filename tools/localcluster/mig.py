@@ -25,8 +25,9 @@ STATE_LABEL = "nvidia.com/mig.config.state"
 MIG_MANAGER = "nvidia-mig-manager"
 CONFIG_VOLUME = "mig-parted-config"
 # The GPU clients the MIG manager stops while it changes the GPUs (mig-parted's getK8sGPUClients), by deploy label.
+GFD_DEPLOY_LABEL = "nvidia.com/gpu.deploy.gpu-feature-discovery"
 CLIENT_LABELS = tuple("nvidia.com/gpu.deploy." + name
-                      for name in ("device-plugin", "gpu-feature-discovery", "dcgm-exporter", "dcgm", "nvsm"))
+                      for name in ("device-plugin", "dcgm-exporter", "dcgm", "nvsm")) + (GFD_DEPLOY_LABEL,)
 PAUSED = "paused-for-mig-change"
 _MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                              "plugins", "module_utils")

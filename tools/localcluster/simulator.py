@@ -675,7 +675,7 @@ class Simulator:
             wanted = gfd_node_labels(hw, version,
                                      container_env(gfd["spec"]["containers"][0], "MIG_STRATEGY") or "none",
                                      labels.get("nvidia.com/gfd.timestamp") or str(int(time.time())))
-        elif labels.get("nvidia.com/gpu.deploy.gpu-feature-discovery") == mig.PAUSED:
+        elif labels.get(mig.GFD_DEPLOY_LABEL) == mig.PAUSED:
             # Stopped by the MIG manager for a change: NFD keeps what GFD published (nvidia.com/mig.capable, which the
             # MIG manager's DaemonSet selects on, among it) until GFD publishes again.
             return
