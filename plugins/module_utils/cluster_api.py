@@ -12,7 +12,9 @@ wrapping costs seconds and hundreds of MiB on a list of thousands of nodes.
 Reads ask for no more than their callers use: every request accepts a gzip-compressed answer (the API server
 compresses those over 128 KB), and a list of nodes comes in the smallest view that carries what its caller reads
 (list_nodes: NODE_METADATA, their metadata in the protobuf encoding, which costs the API server and this process a
-fraction of the CPU of JSON (kube_protobuf); NODE_INFO, that and the Node Table's cells; or NODE_FULL), a list of
+fraction of the CPU of JSON, read as it arrives (kube_protobuf); NODE_LABELS, that without annotations; NODE_INFO,
+that and the Node Table's cells, each in one request by default, which the API server answers from its cache where
+pages after the first come from etcd; or NODE_FULL), a list of
 pods as a Table when its caller reads their labels, node and readiness only (list_pods: POD_READINESS), as the
 Table's cells alone when it reads no labels (POD_CELLS). The requests sent, by verb, and the bytes of the answers, as
 received and as decoded, are counted here and reported in every module result (run_module).
@@ -46,6 +48,8 @@ FULL_NODE_PAGE_SIZE = 100
 POD_CELLS_PAGE_SIZE = 10000
 # Node Table cells (no objects) are about 200 bytes of JSON a node: one request, answered from the watch cache.
 ONE_PAGE = 100000
+# Bytes of a protobuf answer read at a time, decompressed.
+_STREAM_CHUNK = 1 << 18
 NODES = '/api/v1/nodes'
 PODS = '/api/v1/pods'
 DAEMONSETS = '/apis/apps/v1/namespaces/%s/daemonsets'
@@ -66,7 +70,8 @@ _RESPONSE_BYTES = collections.Counter()
 # What list_nodes() asks the API server to send of each node.
 NODE_FULL = 'full'          # the whole Node
 NODE_METADATA = 'metadata'  # metadata only: name, uid, resourceVersion, labels, annotations (no spec, no status)
-NODE_INFO = 'info'          # metadata, status.nodeInfo's osImage, kernelVersion and containerRuntimeVersion, Ready
+NODE_LABELS = 'labels'      # NODE_METADATA without annotations (left out of a protobuf answer unread)
+NODE_INFO = 'info'          # NODE_LABELS, status.nodeInfo's osImage, kernelVersion and containerRuntimeVersion, Ready
 NODE_CELLS = 'node cells'   # name, status.nodeInfo's osImage, kernelVersion and containerRuntimeVersion, Ready
 # What list_pods() asks for: the whole Pod, or its metadata, node and readiness (pod_from_table_row), or its name, node
 # and readiness without labels: the Table's cells only, about a tenth of the bytes of the metadata with managedFields.
@@ -201,14 +206,18 @@ def pod_from_table_row(row, columns, namespace=None):
 
 # For each smaller view: the Accept header (the plain list is the fallback a server that does not serve the view
 # answers with), the kind of a list in the view, the includeObject parameter and what makes an item of a Table row.
+_METADATA_VIEW = (', '.join(encoding + ';as=PartialObjectMetadataList;g=meta.k8s.io;v=v1'
+                           for encoding in (kube_protobuf.MEDIA_TYPE, 'application/json')) + ', application/json',
+                  'PartialObjectMetadataList', None, None)
 _VIEWS = {
-    NODE_METADATA: (', '.join(encoding + ';as=PartialObjectMetadataList;g=meta.k8s.io;v=v1'
-                              for encoding in (kube_protobuf.MEDIA_TYPE, 'application/json')) + ', application/json',
-                    'PartialObjectMetadataList', None, None),
+    NODE_METADATA: _METADATA_VIEW,
+    NODE_LABELS: _METADATA_VIEW,
     NODE_CELLS: (_TABLE_ACCEPT, 'Table', 'None', node_from_table_row),
     POD_READINESS: (_TABLE_ACCEPT, 'Table', 'Metadata', pod_from_table_row),
     POD_CELLS: (_TABLE_ACCEPT, 'Table', 'None', pod_from_table_row),
 }
+# The string maps of ObjectMeta a protobuf answer is read for, by view.
+_PROTOBUF_MAPS = {NODE_LABELS: kube_protobuf.LABELS}
 
 
 def _view_items(page, view, namespace=None):
@@ -266,8 +275,9 @@ class ClusterAPI:
         counts = _RESPONSE_BYTES - self._bytes_baseline
         return {'wire': counts['wire'], 'json': counts['json']}
 
-    def _request(self, method, path, body=None, content_type=None, write=False, **params):
-        """The answer to a request, decoded: JSON, or a protobuf PartialObjectMetadataList (kube_protobuf)."""
+    def _request(self, method, path, body=None, content_type=None, write=False, protobuf_maps=None, **params):
+        """The answer to a request, decoded: JSON, or a protobuf PartialObjectMetadataList (kube_protobuf) with the
+        string maps of its objects' metadata that protobuf_maps names (by default labels and annotations)."""
         if write and self.dry_run:
             params['dry_run'] = 'All'
         if content_type:
@@ -280,14 +290,26 @@ class ClusterAPI:
         except self._transport_errors as error:
             raise APIError(method.upper(), path, None, 'cannot reach the API server %s: %s'
                            % (self._client.configuration.host, error))
-        data = response.data
-        # tell(): the bytes urllib3 read from the connection, before it decompressed them.
-        _RESPONSE_BYTES.update(wire=response.tell(), json=len(data))
         if (response.headers.get('Content-Type') or '').startswith(kube_protobuf.MEDIA_TYPE):
+            # Decoded as it arrives: the answer's bytes are never all held at once.
+            decoded = collections.Counter()
+
+            def chunks():
+                # read(), not stream(): urllib3 counts the bytes of a chunked answer that read() reads (tell()).
+                chunk = response.read(_STREAM_CHUNK, decode_content=True)
+                while chunk:
+                    decoded['bytes'] += len(chunk)
+                    yield chunk
+                    chunk = response.read(_STREAM_CHUNK, decode_content=True)
             try:
-                return kube_protobuf.decode_metadata_list(data)
+                return kube_protobuf.read_metadata_list(chunks(), protobuf_maps)
             except kube_protobuf.ProtobufError as error:
                 raise APIError(method.upper(), path, response.status, 'cannot read the protobuf answer: %s' % error)
+            finally:
+                # tell(): the bytes urllib3 read from the connection, before it decompressed them.
+                _RESPONSE_BYTES.update(wire=response.tell(), json=decoded['bytes'])
+        data = response.data
+        _RESPONSE_BYTES.update(wire=response.tell(), json=len(data))
         return json.loads(data)
 
     def read(self, path, **query):
@@ -336,6 +358,7 @@ class ClusterAPI:
         with cyclic_gc_paused():
             token = None
             params = {'field_selector': field_selector} if field_selector else {}
+            maps = _PROTOBUF_MAPS.get(view)
             while True:
                 if view in _VIEWS:
                     # New each time: the client adds to both.
@@ -343,7 +366,7 @@ class ClusterAPI:
                     if _VIEWS[view][2]:
                         params['query_params'] = [('includeObject', _VIEWS[view][2])]
                 page = self._request('GET', path, label_selector=label_selector or None, limit=page_size,
-                                     _continue=token, **params)
+                                     _continue=token, protobuf_maps=maps, **params)
                 items, in_view = _view_items(page, view, namespace)
                 if not in_view and view not in self._warned_full_views:
                     self._warned_full_views.add(view)
@@ -357,21 +380,22 @@ class ClusterAPI:
 
     def list_nodes(self, label_selector=None, page_size=None, view=NODE_FULL):
         """Nodes, optionally label-selected, as a generator over paginated lists, in view: NODE_FULL (whole Node
-        dicts), NODE_METADATA (metadata only: kube_protobuf.object_meta) or NODE_INFO (that metadata, and the
-        status.nodeInfo fields osImage, kernelVersion, containerRuntimeVersion and the Ready condition of the Node
-        Table's cells: see node_from_table_row). page_size: nodes per request, by default FULL_NODE_PAGE_SIZE for
-        full Nodes, else DEFAULT_PAGE_SIZE."""
+        dicts), NODE_METADATA (metadata only: kube_protobuf.object_meta), NODE_LABELS (that without annotations) or
+        NODE_INFO (NODE_LABELS, and the status.nodeInfo fields osImage, kernelVersion, containerRuntimeVersion and
+        the Ready condition of the Node Table's cells: see node_from_table_row). page_size: nodes per request, by
+        default FULL_NODE_PAGE_SIZE for full Nodes, one request (ONE_PAGE) for NODE_INFO, else DEFAULT_PAGE_SIZE."""
         if view == NODE_INFO:
-            return self._node_info(label_selector, page_size or DEFAULT_PAGE_SIZE)
+            return self._node_info(label_selector, page_size or ONE_PAGE)
         return self._list(NODES, label_selector, page_size or (FULL_NODE_PAGE_SIZE if view == NODE_FULL
                                                                else DEFAULT_PAGE_SIZE), view=view)
 
     def _node_info(self, label_selector, page_size):
-        """NODE_INFO: the Node Table's cells, about 200 bytes a node, in one request, then the nodes' metadata page
-        by page, each with the status of its cells. Two reads cost less than the Table with each row's metadata
-        (includeObject=Metadata): the API server encodes that in JSON only, and JSON costs it and this process twice
-        the CPU of protobuf. A node that the metadata lists and the cells do not (created in between) is read
-        whole; one the cells list and the metadata do not (deleted in between) is left out, as one list would."""
+        """NODE_INFO: the Node Table's cells, about 200 bytes a node, in one request, then the nodes' metadata without
+        annotations (NODE_LABELS), page_size a page, each with the status of its cells. Two reads cost less than the
+        Table with each row's metadata (includeObject=Metadata): the API server encodes that in JSON only, and JSON
+        costs it and this process twice the CPU of protobuf. A node that the metadata lists and the cells do not
+        (created in between) is read whole; one the cells list and the metadata do not (deleted in between) is left
+        out, as one list would."""
         cells = list(self._list(NODES, label_selector, ONE_PAGE, view=NODE_CELLS))
         if NODE_CELLS in self._warned_full_views:
             # A server that serves no Table answered with full Nodes (and said so): they are the answer.
@@ -379,7 +403,7 @@ class ClusterAPI:
             return
         statuses = dict((node['metadata']['name'], node['status']) for node in cells)
         del cells
-        for node in self._list(NODES, label_selector, page_size, view=NODE_METADATA):
+        for node in self._list(NODES, label_selector, page_size, view=NODE_LABELS):
             name = node['metadata']['name']
             if 'status' in node:
                 # A server that answered the metadata request with full Nodes.

@@ -169,9 +169,10 @@ options:
     type: str
   page_size:
     description:
-      - Nodes per list request when the module lists the nodes.
+      - Nodes per list request when the module lists the nodes. By default one request of each kind (the Node
+        Table's cells, the nodes' labels), which the API server answers from its cache; set it to bound the size of
+        each answer.
     type: int
-    default: 500
   dtk_images:
     description:
       - DTK image by RHCOS version, as C(images) of M(accelerators.gpu.dtk_image_lookup) (whose unresolved entries
@@ -475,7 +476,7 @@ api_response_bytes:
   sample: {"wire": 2600000, "json": 36000000}
 '''
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import DEFAULT_PAGE_SIZE, run_module
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import run_module
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_sync import run
 from ansible_collections.accelerators.gpu.plugins.module_utils.operand_wait import WAIT_ARGUMENT_SPEC
 
@@ -514,7 +515,7 @@ def main():
         driver=dict(type='dict', options=DRIVER_OPTIONS),
         nodes=dict(type='list', elements='dict'),
         label_selector=dict(type='str'),
-        page_size=dict(type='int', default=DEFAULT_PAGE_SIZE),
+        page_size=dict(type='int'),
         dtk_images=dict(type='dict'),
         dtk_overrides=dict(type='dict', default={}),
         precompiled_available=dict(type='list', elements='str'),

@@ -12,7 +12,7 @@ short_description: GPU, kernel and OS facts of nodes from their Node Feature Dis
 version_added: 0.1.0
 author: accelerators.gpu developers (@accelerators-gpu)
 description:
-  - Reads nodes (optionally label-selected, in pages, as a Node Table; see O(page_size)) and returns per node
+  - Reads nodes (optionally label-selected, in a small view of each; see O(page_size)) and returns per node
     whether it carries an NVIDIA GPU (either NFD PCI label shape, C(pci-10de.present) or
     C(pci-0302_10de.present)/C(pci-0300_10de.present)), GPU count and product when GPU feature discovery labelled
     it, kernel, OS, RHCOS version, OpenShift version and container runtime; and GPU nodes grouped by RHCOS version,
@@ -36,12 +36,14 @@ options:
     type: str
   page_size:
     description:
-      - Nodes per list request; the nodes are read in pages of this size.
-      - The module reads the Node Table (labels, OS image, kernel, container runtime, Ready), a small part of each
-        Node, by default 500 a page. The nodes without NFD labels are read again in full (their taints decide
-        whether I(wait) waits for them, their allocatable GPUs whether they look like GPU nodes NFD missed), with one
-        request each while they are at most a third of the selected nodes, else with one list of the full selected
-        nodes, 10-40 KB of JSON each on a busy cluster, by default 100 a page.
+      - Nodes per list request. By default the nodes are read in one request of each kind, which the API server
+        answers from its cache, at a third of the CPU of pages of 500 (after the first, pages are read from etcd);
+        set it to bound the size of each answer.
+      - The module reads the Node Table's cells (OS image, kernel, container runtime, Ready), about 200 bytes a node,
+        and the nodes' names and labels, in protobuf, read as they arrive. The nodes without NFD labels are read
+        again in full (their taints decide whether I(wait) waits for them, their allocatable GPUs whether they look
+        like GPU nodes NFD missed), with one request each while they are at most a third of the selected nodes, else
+        with one list of the full selected nodes, 10-40 KB of JSON each on a busy cluster, by default 100 a page.
     type: int
   wait:
     description:

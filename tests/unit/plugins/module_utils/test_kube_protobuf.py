@@ -4,7 +4,7 @@
 import pytest
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.kube_protobuf import (
-    MAGIC, ProtobufError, decode_metadata_list, object_meta)
+    LABELS, MAGIC, ProtobufError, decode_metadata_list, object_meta, read_metadata_list)
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.protobuf_encoding import (
     field, metadata_list, number_field, varint)
 
@@ -53,3 +53,23 @@ def test_what_is_not_a_metadata_list_is_an_error(data, message):
     with pytest.raises(ProtobufError) as error:
         decode_metadata_list(data)
     assert str(error.value).startswith(message)
+
+
+def test_an_answer_read_in_chunks_of_any_size_reads_as_the_whole():
+    data = metadata_list([NODE, {'metadata': {'name': 'bare'}}, NODE], continue_token='next')
+    whole = decode_metadata_list(data)
+    for size in (1, 2, 3, 7, 64, len(data)):
+        assert read_metadata_list(data[start:start + size] for start in range(0, len(data), size)) == whole
+
+
+def test_labels_only_leaves_the_annotations_unread():
+    page = decode_metadata_list(metadata_list([NODE]), LABELS)
+    assert page['items'] == [{'metadata': dict((key, value) for key, value in NODE['metadata'].items()
+                                               if key != 'annotations')}]
+
+
+def test_an_answer_cut_short_between_chunks_is_an_error():
+    data = metadata_list([NODE])
+    with pytest.raises(ProtobufError) as error:
+        read_metadata_list([data[:30], data[30:-40]])
+    assert str(error.value).startswith('a field runs past the end of its message')
