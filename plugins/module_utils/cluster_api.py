@@ -206,9 +206,9 @@ def pod_from_table_row(row, columns, namespace=None):
 
 # For each smaller view: the Accept header (the plain list is the fallback a server that does not serve the view
 # answers with), the kind of a list in the view, the includeObject parameter and what makes an item of a Table row.
-_METADATA_VIEW = (', '.join(encoding + ';as=PartialObjectMetadataList;g=meta.k8s.io;v=v1'
-                           for encoding in (kube_protobuf.MEDIA_TYPE, 'application/json')) + ', application/json',
-                  'PartialObjectMetadataList', None, None)
+_METADATA_ACCEPT = ', '.join(encoding + ';as=PartialObjectMetadataList;g=meta.k8s.io;v=v1'
+                             for encoding in (kube_protobuf.MEDIA_TYPE, 'application/json')) + ', application/json'
+_METADATA_VIEW = (_METADATA_ACCEPT, 'PartialObjectMetadataList', None, None)
 _VIEWS = {
     NODE_METADATA: _METADATA_VIEW,
     NODE_LABELS: _METADATA_VIEW,
