@@ -307,12 +307,16 @@ def daemonset_problems(daemonset, pods, state, owner_events=()):
     Warning events saying why, e.g. FailedCreate for a Pod Security or SCC denial)."""
     if state['ready']:
         return []
-    problems = [problem for pod in pods if owned_by(pod, daemonset) for problem in pod_problems(pod)]
-    if state['current'] < state['desired'] and _int(_status(daemonset).get('observedGeneration')):
+    own = [pod for pod in pods if owned_by(pod, daemonset)]
+    problems = [problem for pod in own for problem in pod_problems(pod)]
+    # The controller counts the pods it created in the DaemonSet's status a moment after it creates them: the pods
+    # seen count too, so that a pod that exists is not also reported as not created.
+    created = max(state['current'], len(own))
+    if created < state['desired'] and _int(_status(daemonset).get('observedGeneration')):
         events = warning_events(owner_events, daemonset, 1)
         why = ' (%s: %s)' % (events[0]['reason'], events[0]['message']) if events else ''
         problems.append(_problem(NOT_CREATED, None, 'DaemonSet %s/%s has created %d of %d pods%s' % (
-            state['namespace'], state['name'], state['current'], state['desired'], why),
+            state['namespace'], state['name'], created, state['desired'], why),
             key=(NOT_CREATED, _meta(daemonset).get('uid'))))
     return problems
 

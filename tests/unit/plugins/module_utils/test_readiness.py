@@ -266,6 +266,19 @@ def test_daemonset_that_cannot_create_pods_says_why():
                                    'forbidden: violates PodSecurity "baseline:latest")')
 
 
+def test_pods_the_daemonset_status_does_not_count_yet_are_not_reported_as_not_created():
+    # The controller created the pods (one cannot pull its image) and has not yet counted them in the status.
+    ds = daemonset(current=0, ready=0, updated=0, available=0)
+    pulling = container_status('main', {'waiting': {'reason': 'ImagePullBackOff', 'message': 'Back-off pulling'}})
+    pods = [pod('p-0', 'gpu-0'), pod('p-1', 'gpu-1', ready=False, statuses=[pulling])]
+    problems = daemonset_problems(ds, pods, daemonset_state(ds, pods))
+    assert [(p['kind'], p['node']) for p in problems] == [('image', 'gpu-1')]
+    # One pod of two seen: the other is not created.
+    problems = daemonset_problems(ds, pods[1:], daemonset_state(ds, pods[1:]))
+    assert [(p['kind'], p['node']) for p in problems] == [('image', 'gpu-1'), ('not-created', None)]
+    assert problems[1]['text'] == 'DaemonSet gpu/toolkit has created 1 of 2 pods'
+
+
 def test_ready_daemonset_has_no_problems():
     ds = daemonset()
     assert daemonset_problems(ds, [pod('a', 'n1')], daemonset_state(ds, [pod('a', 'n1'), pod('b', 'n2')])) == []
