@@ -149,18 +149,16 @@ class _Reader:
     def at_end(self):
         return not self._fill(1)
 
-    def _varint(self):
-        result = shift = 0
-        while True:
-            if not self._fill(1):
-                raise ProtobufError('the answer ends within a field (%d bytes)' % self.pos)
-            byte = self._buffer[self._start]
-            self._start += 1
-            self.pos += 1
-            result |= (byte & 0x7f) << shift
-            if byte < 0x80:
-                return result
-            shift += 7
+    def varint(self):
+        """The next varint, read (the module's _varint() on the buffer)."""
+        self._fill(10)  # a varint's most bytes; fewer are left at the end of the answer
+        try:
+            value, end = _varint(self._buffer, self._start)
+        except IndexError:
+            raise ProtobufError('the answer ends within a field (%d bytes)' % self.pos)
+        self.pos += end - self._start
+        self._start = end
+        return value
 
     def take(self, count):
         """The next count bytes, read."""
@@ -175,21 +173,16 @@ class _Reader:
         """(number, length) of the next length-delimited field, whose bytes come next; fields of other wire types
         are skipped."""
         while True:
-            key = self._varint()
+            key = self.varint()
             wire_type = key & 7
             if wire_type == _LENGTH_DELIMITED:
-                return key >> 3, self._varint()
+                return key >> 3, self.varint()
             if wire_type == 0:
-                self._varint()
+                self.varint()
             elif wire_type in (1, 5):
                 self.take(8 if wire_type == 1 else 4)
             else:
                 raise ProtobufError('wire type %d at byte %d' % (wire_type, self.pos))
-
-
-def decode_metadata_list(data, maps=None):
-    """A PartialObjectMetadataList answer (bytes) as its JSON encoding's dict: see read_metadata_list()."""
-    return read_metadata_list([data], maps)
 
 
 def read_metadata_list(chunks, maps=None):

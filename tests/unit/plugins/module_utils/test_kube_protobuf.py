@@ -4,7 +4,7 @@
 import pytest
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.kube_protobuf import (
-    LABELS, MAGIC, ProtobufError, decode_metadata_list, object_meta, read_metadata_list)
+    LABELS, MAGIC, ProtobufError, object_meta, read_metadata_list)
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.protobuf_encoding import (
     field, metadata_list, number_field, varint)
 
@@ -15,7 +15,7 @@ NODE = {'metadata': {'name': 'gpu-0', 'uid': 'u-1', 'resourceVersion': '77', 'la
 
 
 def test_a_metadata_list_reads_as_its_json_encoding():
-    page = decode_metadata_list(metadata_list([NODE, {'metadata': {'name': 'bare'}}], continue_token='next'))
+    page = read_metadata_list([metadata_list([NODE, {'metadata': {'name': 'bare'}}], continue_token='next')])
     assert page == {'apiVersion': 'meta.k8s.io/v1', 'kind': 'PartialObjectMetadataList',
                     'metadata': {'resourceVersion': '42', 'continue': 'next'},
                     'items': [NODE, {'metadata': {'name': 'bare'}}]}
@@ -23,7 +23,7 @@ def test_a_metadata_list_reads_as_its_json_encoding():
 
 def test_a_node_without_labels_has_no_labels_key_and_empty_strings_are_left_out():
     # The last page's continue is empty, as is a cluster-scoped object's namespace: JSON leaves both out.
-    page = decode_metadata_list(metadata_list([{'metadata': {'name': 'bare', 'namespace': ''}}]))
+    page = read_metadata_list([metadata_list([{'metadata': {'name': 'bare', 'namespace': ''}}])])
     assert page['items'] == [{'metadata': {'name': 'bare'}}]
     assert page['metadata'] == {'resourceVersion': '42'}
 
@@ -51,19 +51,19 @@ def test_fields_of_every_wire_type_are_skipped():
 ])
 def test_what_is_not_a_metadata_list_is_an_error(data, message):
     with pytest.raises(ProtobufError) as error:
-        decode_metadata_list(data)
+        read_metadata_list([data])
     assert str(error.value).startswith(message)
 
 
 def test_an_answer_read_in_chunks_of_any_size_reads_as_the_whole():
     data = metadata_list([NODE, {'metadata': {'name': 'bare'}}, NODE], continue_token='next')
-    whole = decode_metadata_list(data)
+    whole = read_metadata_list([data])
     for size in (1, 2, 3, 7, 64, len(data)):
         assert read_metadata_list(data[start:start + size] for start in range(0, len(data), size)) == whole
 
 
 def test_labels_only_leaves_the_annotations_unread():
-    page = decode_metadata_list(metadata_list([NODE]), LABELS)
+    page = read_metadata_list([metadata_list([NODE])], LABELS)
     assert page['items'] == [{'metadata': dict((key, value) for key, value in NODE['metadata'].items()
                                                if key != 'annotations')}]
 
