@@ -13,8 +13,8 @@ Reads ask for no more than their callers use: every request accepts a gzip-compr
 compresses those over 128 KB), and a list of nodes comes in the smallest view that carries what its caller reads
 (list_nodes: NODE_METADATA, their metadata in the protobuf encoding, which costs the API server and this process a
 fraction of the CPU of JSON, read as it arrives (kube_protobuf); NODE_LABELS, that without annotations; NODE_INFO,
-that and the Node Table's cells, each in one request by default, which the API server answers from its cache where
-pages after the first come from etcd; or NODE_FULL), a list of
+the Node Table with each row's metadata for a small fleet, else that metadata and the Table's cells, each in one
+request, which the API server answers from its cache where pages after the first come from etcd; or NODE_FULL), a list of
 pods as a Table when its caller reads their labels, node and readiness only (list_pods: POD_READINESS), as the
 Table's cells alone when it reads no labels (POD_CELLS). The requests sent, by verb, and the bytes of the answers, as
 received and as decoded, are counted here and reported in every module result (run_module).
@@ -48,6 +48,8 @@ FULL_NODE_PAGE_SIZE = 100
 POD_CELLS_PAGE_SIZE = 10000
 # Node Table cells (no objects) are about 200 bytes of JSON a node: one request, answered from the watch cache.
 ONE_PAGE = 100000
+# Nodes that NODE_INFO reads in one request, the Node Table with each row's metadata; more are read in two (_node_info).
+SMALL_FLEET = 100
 # Bytes of a protobuf answer read at a time, decompressed.
 _STREAM_CHUNK = 1 << 18
 NODES = '/api/v1/nodes'
@@ -73,6 +75,7 @@ NODE_METADATA = 'metadata'  # metadata only: name, uid, resourceVersion, labels,
 NODE_LABELS = 'labels'      # NODE_METADATA without annotations (left out of a protobuf answer unread)
 NODE_INFO = 'info'          # NODE_LABELS, status.nodeInfo's osImage, kernelVersion and containerRuntimeVersion, Ready
 NODE_CELLS = 'node cells'   # name, status.nodeInfo's osImage, kernelVersion and containerRuntimeVersion, Ready
+NODE_ROWS = 'node rows'     # NODE_CELLS and the metadata of NODE_LABELS, one Table in JSON (includeObject=Metadata)
 # What list_pods() asks for: the whole Pod, or its metadata, node and readiness (pod_from_table_row), or its name, node
 # and readiness without labels: the Table's cells only, about a tenth of the bytes of the metadata with managedFields.
 POD_FULL = NODE_FULL
@@ -84,6 +87,8 @@ _TABLE_ACCEPT = 'application/json;as=Table;g=meta.k8s.io;v=v1, application/json'
 _NODE_INFO_COLUMNS = (('OS-Image', 'osImage'), ('Kernel-Version', 'kernelVersion'),
                       ('Container-Runtime', 'containerRuntimeVersion'))
 _UNKNOWN_CELL = '<unknown>'
+# The metadata fields of NODE_LABELS (kube_protobuf.object_meta with LABELS).
+_NODE_LABELS_METADATA = ('name', 'namespace', 'uid', 'resourceVersion', 'labels')
 _NONE_CELL = '<none>'
 
 
@@ -185,6 +190,13 @@ def node_from_table_row(row, columns, namespace=None):
     return node
 
 
+def node_info_from_table_row(row, columns, namespace=None):
+    """node_from_table_row with the metadata a protobuf read of NODE_LABELS gives: no annotations, no managedFields."""
+    node = node_from_table_row(row, columns, namespace)
+    node['metadata'] = dict((key, value) for key, value in node['metadata'].items() if key in _NODE_LABELS_METADATA)
+    return node
+
+
 def pod_from_table_row(row, columns, namespace=None):
     """A Pod dict of one row of a Pod Table: the row's metadata (includeObject=Metadata), else (includeObject=None)
     the Name cell and the namespace of the request, without labels; spec.nodeName from the Node cell, and in status
@@ -213,6 +225,7 @@ _VIEWS = {
     NODE_METADATA: _METADATA_VIEW,
     NODE_LABELS: _METADATA_VIEW,
     NODE_CELLS: (_TABLE_ACCEPT, 'Table', 'None', node_from_table_row),
+    NODE_ROWS: (_TABLE_ACCEPT, 'Table', 'Metadata', node_info_from_table_row),
     POD_READINESS: (_TABLE_ACCEPT, 'Table', 'Metadata', pod_from_table_row),
     POD_CELLS: (_TABLE_ACCEPT, 'Table', 'None', pod_from_table_row),
 }
@@ -355,6 +368,11 @@ class ClusterAPI:
         """Every item of a list, page by page (limit and continue), so no single response holds all; in a smaller
         view than full objects (_VIEWS) if one is given, else full objects, saying so once. namespace: the one path
         lists in, which names the items of a Table read without their objects."""
+        for items, _token in self._pages(path, label_selector, page_size, field_selector, view, namespace):
+            yield from items
+
+    def _pages(self, path, label_selector, page_size, field_selector=None, view=NODE_FULL, namespace=None):
+        """The pages of a list as _list() reads them: (the page's items, the continue token, '' after the last)."""
         with cyclic_gc_paused():
             token = None
             params = {'field_selector': field_selector} if field_selector else {}
@@ -373,8 +391,8 @@ class ClusterAPI:
                     self._module.warn('the API server answered GET %s with full objects (%s), not the %s view asked for '
                                       '(Accept: %s): reading full objects, more data, the same result'
                                       % (path, page.get('kind'), view, _VIEWS[view][0]))
-                yield from items
-                token = (page.get('metadata') or {}).get('continue')
+                token = (page.get('metadata') or {}).get('continue') or ''
+                yield items, token
                 if not token:
                     return
 
@@ -383,28 +401,39 @@ class ClusterAPI:
         dicts), NODE_METADATA (metadata only: kube_protobuf.object_meta), NODE_LABELS (that without annotations) or
         NODE_INFO (NODE_LABELS, and the status.nodeInfo fields osImage, kernelVersion, containerRuntimeVersion and
         the Ready condition of the Node Table's cells: see node_from_table_row). page_size: nodes per request, by
-        default FULL_NODE_PAGE_SIZE for full Nodes, one request (ONE_PAGE) for NODE_INFO, else DEFAULT_PAGE_SIZE."""
+        default FULL_NODE_PAGE_SIZE for full Nodes, DEFAULT_PAGE_SIZE for metadata; NODE_INFO: see _node_info."""
         if view == NODE_INFO:
-            return self._node_info(label_selector, page_size or ONE_PAGE)
+            return self._node_info(label_selector, page_size)
         return self._list(NODES, label_selector, page_size or (FULL_NODE_PAGE_SIZE if view == NODE_FULL
                                                                else DEFAULT_PAGE_SIZE), view=view)
 
     def _node_info(self, label_selector, page_size):
-        """NODE_INFO: the Node Table's cells, about 200 bytes a node, in one request, then the nodes' metadata without
-        annotations (NODE_LABELS), page_size a page, each with the status of its cells. Two reads cost less than the
-        Table with each row's metadata (includeObject=Metadata): the API server encodes that in JSON only, and JSON
-        costs it and this process twice the CPU of protobuf. A node that the metadata lists and the cells do not
-        (created in between) is read whole; one the cells list and the metadata do not (deleted in between) is left
-        out, as one list would."""
-        cells = list(self._list(NODES, label_selector, ONE_PAGE, view=NODE_CELLS))
-        if NODE_CELLS in self._warned_full_views:
-            # A server that serves no Table answered with full Nodes (and said so): they are the answer.
-            yield from cells
+        """NODE_INFO. First the Node Table with each row's metadata (NODE_ROWS), page_size rows a request, by default
+        a first page of SMALL_FLEET: a fleet that fits is read in that one request. A page_size given is the size of
+        every page. Else, on a larger fleet, the rest is read in two requests, each answered from the API server's
+        cache: the Node Table's cells, about 200 bytes a node, then the nodes' metadata without annotations
+        (NODE_LABELS), each node with the status of its cells. Two reads cost less than the Table with each row's
+        metadata: the API server encodes that in JSON only, and JSON costs it and this process twice the CPU of
+        protobuf; pages after the first come from etcd. A node that the metadata lists and the cells do not (created
+        in between) is read whole; one the cells list and the metadata do not (deleted in between) is left out, as
+        one list would."""
+        pages = self._pages(NODES, label_selector, page_size or SMALL_FLEET, view=NODE_ROWS)
+        first, token = next(pages)
+        yield from first
+        if page_size or not token or NODE_ROWS in self._warned_full_views:
+            # Explicit pages, one page, or a server that serves no Table and answered with full Nodes (and said so).
+            for items, _token in pages:
+                yield from items
             return
-        statuses = dict((node['metadata']['name'], node['status']) for node in cells)
-        del cells
-        for node in self._list(NODES, label_selector, page_size, view=NODE_LABELS):
+        pages.close()
+        read = set(node['metadata']['name'] for node in first)
+        del first
+        statuses = dict((node['metadata']['name'], node['status'])
+                        for node in self._list(NODES, label_selector, ONE_PAGE, view=NODE_CELLS))
+        for node in self._list(NODES, label_selector, ONE_PAGE, view=NODE_LABELS):
             name = node['metadata']['name']
+            if name in read:
+                continue
             if 'status' in node:
                 # A server that answered the metadata request with full Nodes.
                 yield node

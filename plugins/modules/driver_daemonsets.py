@@ -169,9 +169,9 @@ options:
     type: str
   page_size:
     description:
-      - Nodes per list request when the module lists the nodes. By default one request of each kind (the Node
-        Table's cells, the nodes' labels), which the API server answers from its cache; set it to bound the size of
-        each answer.
+      - Nodes per list request when the module lists the nodes. By default a fleet of up to 100 selected nodes is
+        read in one request, a larger one in three (see O(accelerators.gpu.nfd_labels#module:page_size)), which
+        the API server answers from its cache; set it to bound the size of each answer.
     type: int
   dtk_images:
     description:

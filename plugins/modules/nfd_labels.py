@@ -36,14 +36,15 @@ options:
     type: str
   page_size:
     description:
-      - Nodes per list request. By default the nodes are read in one request of each kind, which the API server
-        answers from its cache, at a third of the CPU of pages of 500 (after the first, pages are read from etcd);
-        set it to bound the size of each answer.
-      - The module reads the Node Table's cells (OS image, kernel, container runtime, Ready), about 200 bytes a node,
-        and the nodes' names and labels, in protobuf, read as they arrive. The nodes without NFD labels are read
-        again in full (their taints decide whether I(wait) waits for them, their allocatable GPUs whether they look
-        like GPU nodes NFD missed), with one request each while they are at most a third of the selected nodes, else
-        with one list of the full selected nodes, 10-40 KB of JSON each on a busy cluster, by default 100 a page.
+      - Nodes per list request. By default a fleet of up to 100 selected nodes is read in one request, the Node
+        Table with each row's metadata, and a larger one in two more, each answered from the API server's cache
+        (after the first, pages are read from etcd): the Table's cells (OS image, kernel, container runtime, Ready),
+        about 200 bytes a node, and the nodes' names and labels in protobuf, read as they arrive.
+      - Set it to bound the size of each answer; every page is then the Node Table with each row's metadata.
+      - The nodes without NFD labels are read again in full (their taints decide whether I(wait) waits for them,
+        their allocatable GPUs whether they look like GPU nodes NFD missed), with one request each while they are at
+        most a third of the selected nodes, else with one list of the full selected nodes, 10-40 KB of JSON each on
+        a busy cluster, by default 100 a page.
     type: int
   wait:
     description:

@@ -60,11 +60,11 @@ def test_facts_groupings_and_warnings_of_a_mixed_fleet(cluster, make_fleet):
     assert list(result["node_warnings"]) == [names["stale"]]
     assert set(result["api_requests"]) == {"GET"}
 
-    # Six nodes in pages of two: the Node Table's cells in one request, then three pages of metadata, nothing else.
+    # Six nodes in pages of two: three list requests, nothing else.
     warm_up(cluster)
     paged = run(cluster, MODULE, {"label_selector": selector(spec), "page_size": 2})
     assert [node["name"] for node in paged["nodes"]] == sorted(names.values())
-    assert paged["api_requests"] == {"GET": 4}
+    assert paged["api_requests"] == {"GET": 3}
 
 
 def test_label_management_check_mode_diff_opt_out_kill_switch_and_uninstall(cluster, make_fleet):
@@ -180,11 +180,31 @@ def test_a_real_node_table_then_the_node_without_nfd_labels_in_full(cluster, mak
     warm_up(cluster)
     result = run(cluster, MODULE, {"label_selector": selector(spec), "wait": True, "wait_timeout": 5, "manage_labels": True})
     assert not result.get("failed"), result.get("msg")
-    # The Node Table's cells and one page of metadata, one GET of the node without NFD labels (one of four), a label
-    # patch per GPU node.
-    assert result["api_requests"] == {"GET": 3, "PATCH": 3}
+    # One Node Table, one GET of the node without NFD labels (one of four), a label patch per GPU node.
+    assert result["api_requests"] == {"GET": 2, "PATCH": 3}
     assert {node["name"]: node["tainted"] for node in result["nodes"]} == dict({bare: True}, **{n: None for n in labelled})
     assert result["gpu_nodes"] == sorted(labelled) == sorted(result["label_changes"])
     assert result["without_nfd"] == [bare]
     # The patches (with the resourceVersion of the Table's metadata) are in place: nothing left to change.
     assert run(cluster, MODULE, {"label_selector": selector(spec), "manage_labels": True})["changed"] is False
+
+
+def test_a_fleet_over_one_first_page_reads_the_cells_and_the_labels_and_gives_the_same_facts(cluster, make_fleet):
+    # More nodes than the first page of the Node Table with metadata (cluster_api.SMALL_FLEET, 100) holds, on two
+    # RHCOS builds, a fifth without GPUs.
+    spec = fleet([{"name": "a100", "count": 50, "gpu": {"count": 8}, "os": {"rhcos": RHCOS_416}},
+                  {"name": "l40s", "count": 50, "gpu": {"count": 4}, "os": {"rhcos": RHCOS_96, "openshift": "4.21"}},
+                  {"name": "cpu", "count": 25, "os": {"rhcos": RHCOS_416}}])
+    names = make_fleet(spec).node_names
+    warm_up(cluster)
+    result = run(cluster, MODULE, {"label_selector": selector(spec)})
+    assert not result.get("failed"), result.get("msg")
+    # The first page (100 rows with metadata), then the cells and the labels of all 125.
+    assert result["api_requests"] == {"GET": 3}
+    assert [node["name"] for node in result["nodes"]] == sorted(names)
+    assert len(result["gpu_nodes"]) == 100 and sorted(result["groups"]["by_rhcos"]) == [RHCOS_416, RHCOS_96]
+    # The same facts as the Node Table with metadata in pages gives them, nothing more read.
+    paged = run(cluster, MODULE, {"label_selector": selector(spec), "page_size": 60})
+    assert paged["api_requests"] == {"GET": 3}
+    strip = ("api_requests", "api_response_bytes", "invocation")
+    assert {k: v for k, v in paged.items() if k not in strip} == {k: v for k, v in result.items() if k not in strip}

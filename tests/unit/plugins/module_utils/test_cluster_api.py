@@ -194,33 +194,40 @@ GPU_NODE = {
                'allocatable': {'nvidia.com/gpu': '8'}, 'images': [{'names': ['big'], 'sizeBytes': 1}]}}
 
 
-def test_node_info_view_reads_the_node_table_cells_then_the_metadata(monkeypatch):
+TABLE_ACCEPT = 'application/json;as=Table;g=meta.k8s.io;v=v1, application/json'
+METADATA_ACCEPT = ('application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, '
+                   'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json')
+
+
+def test_node_info_view_reads_a_larger_fleet_as_a_first_page_then_the_cells_then_the_metadata(monkeypatch):
     cordoned = {'metadata': {'name': 'cpu-1'}, 'spec': {'unschedulable': True},
                 'status': {'nodeInfo': {'kernelVersion': '6.8.0'}, 'conditions': [{'type': 'Ready', 'status': 'Unknown'}]}}
     registering = {'metadata': {'name': 'new-2'}, 'status': {}}
     joined = {'metadata': {'name': 'joined-3', 'resourceVersion': '9'}, 'status': {'nodeInfo': {'kernelVersion': '6.9'}}}
+    first_page = {'kind': 'Table', 'columnDefinitions': TABLE_COLUMNS, 'metadata': {'continue': 'a'},
+                  'rows': [node_table_row(GPU_NODE)]}
     cells = []
     for node in (GPU_NODE, cordoned, registering, {'metadata': {'name': 'gone-4'}}):
         # The API server's answer to includeObject=None.
         cells.append(dict(node_table_row(node), object=None))
-    metadata = {None: metadata_list([GPU_NODE, cordoned], 'a'), 'a': metadata_list([registering, joined])}
 
     def nodes(params):
-        if params['header_params']['Accept'].startswith('application/json;as=Table'):
-            return {'kind': 'Table', 'columnDefinitions': TABLE_COLUMNS, 'metadata': {}, 'rows': cells}
-        return metadata[params['_continue']]
+        if params['header_params']['Accept'] == METADATA_ACCEPT:
+            return metadata_list([GPU_NODE, cordoned, registering, joined])
+        if params['query_params'] == [('includeObject', 'Metadata')]:
+            return first_page
+        return {'kind': 'Table', 'columnDefinitions': TABLE_COLUMNS, 'metadata': {}, 'rows': cells}
     client = DynamicClient({('GET', '/api/v1/nodes'): nodes, ('GET', '/api/v1/nodes/joined-3'): joined})
     api = make_api(monkeypatch, client)
-    gpu, cpu, new, late = api.list_nodes('gpu=true', page_size=2, view=NODE_INFO)
-    table, first, second, one = [request[3] for request in client.requests]
-    assert table == {'header_params': {'Accept': 'application/json;as=Table;g=meta.k8s.io;v=v1, application/json'},
-                     'query_params': [('includeObject', 'None')], 'label_selector': 'gpu=true', 'limit': 100000,
-                     '_continue': None}
-    for page, token in ((first, None), (second, 'a')):
-        assert page == {'header_params': {'Accept': (
-            'application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, '
-            'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json')},
-            'label_selector': 'gpu=true', 'limit': 2, '_continue': token}
+    gpu, cpu, new, late = api.list_nodes('gpu=true', view=NODE_INFO)
+    rows, table, metadata, one = [request[3] for request in client.requests]
+    assert rows == {'header_params': {'Accept': TABLE_ACCEPT}, 'query_params': [('includeObject', 'Metadata')],
+                    'label_selector': 'gpu=true', 'limit': 100, '_continue': None}
+    assert table == {'header_params': {'Accept': TABLE_ACCEPT}, 'query_params': [('includeObject', 'None')],
+                     'label_selector': 'gpu=true', 'limit': 100000, '_continue': None}
+    assert metadata == {'header_params': {'Accept': METADATA_ACCEPT}, 'label_selector': 'gpu=true', 'limit': 100000,
+                        '_continue': None}
+    # The first page's node, read once.
     assert gpu == {'metadata': GPU_NODE['metadata'], 'status': {
         'nodeInfo': dict((key, GPU_NODE['status']['nodeInfo'][key])
                          for key in ('osImage', 'kernelVersion', 'containerRuntimeVersion')),
@@ -233,20 +240,31 @@ def test_node_info_view_reads_the_node_table_cells_then_the_metadata(monkeypatch
     assert api._module.warnings == []
 
 
-def test_node_info_view_reads_each_kind_in_one_request_and_no_annotations(monkeypatch):
-    annotated = {'metadata': dict(GPU_NODE['metadata'], annotations={'machineconfiguration.openshift.io/state': 'Done'}),
-                 'status': GPU_NODE['status']}
-
-    def nodes(params):
-        if params['header_params']['Accept'].startswith('application/json;as=Table'):
-            return {'kind': 'Table', 'columnDefinitions': TABLE_COLUMNS, 'metadata': {},
-                    'rows': [dict(node_table_row(annotated), object=None)]}
-        return metadata_list([annotated])
-    client = DynamicClient({('GET', '/api/v1/nodes'): nodes})
+def test_node_info_view_reads_a_small_fleet_in_one_request_without_annotations(monkeypatch):
+    metadata = dict(GPU_NODE['metadata'], annotations={'machineconfiguration.openshift.io/state': 'Done'},
+                    managedFields=[{'manager': 'kubelet'}], creationTimestamp='2026-11-26T00:00:00Z')
+    client = DynamicClient({('GET', '/api/v1/nodes'): {'kind': 'Table', 'columnDefinitions': TABLE_COLUMNS,
+                                                       'metadata': {}, 'rows': [node_table_row(
+                                                           {'metadata': metadata, 'status': GPU_NODE['status']})]}})
     api = make_api(monkeypatch, client)
     node, = api.list_nodes(view=NODE_INFO)
-    assert [request[3]['limit'] for request in client.requests] == [100000, 100000]
+    assert [(request[3]['query_params'], request[3]['limit']) for request in client.requests] == [
+        ([('includeObject', 'Metadata')], 100)]
+    # As the protobuf metadata without annotations gives it.
     assert node['metadata'] == GPU_NODE['metadata']
+
+
+def test_node_info_view_in_pages_of_a_page_size_given_reads_the_table_with_metadata(monkeypatch):
+    pages = {None: {'kind': 'Table', 'columnDefinitions': TABLE_COLUMNS, 'metadata': {'continue': 'a'},
+                    'rows': [node_table_row(GPU_NODE)]},
+             'a': {'kind': 'Table', 'columnDefinitions': TABLE_COLUMNS, 'metadata': {},
+                   'rows': [node_table_row({'metadata': {'name': 'new-2'}, 'status': {}})]}}
+    client = DynamicClient({('GET', '/api/v1/nodes'): lambda params: pages[params['_continue']]})
+    api = make_api(monkeypatch, client)
+    assert [node['metadata']['name'] for node in api.list_nodes(page_size=1, view=NODE_INFO)] == ['gpu-0', 'new-2']
+    assert [(request[3]['query_params'], request[3]['limit'], request[3]['_continue'])
+            for request in client.requests] == [([('includeObject', 'Metadata')], 1, None),
+                                                ([('includeObject', 'Metadata')], 1, 'a')]
 
 
 def test_node_info_view_gives_the_driver_plan_the_facts_of_the_full_node():
@@ -362,7 +380,7 @@ def test_a_server_without_the_view_is_read_in_full_and_said_once(monkeypatch):
     assert [node['metadata']['name'] for node in api.list_nodes(page_size=1, view=NODE_INFO)] == ['gpu-0', 'cpu-1']
     assert list(api.list_nodes(page_size=1, view=NODE_INFO))[0] == GPU_NODE
     assert api._module.warnings == [
-        'the API server answered GET /api/v1/nodes with full objects (NodeList), not the node cells view asked for '
+        'the API server answered GET /api/v1/nodes with full objects (NodeList), not the node rows view asked for '
         '(Accept: application/json;as=Table;g=meta.k8s.io;v=v1, application/json): reading full objects, more data, '
         'the same result']
 
