@@ -418,7 +418,7 @@ class ClusterAPI:
         in between) is read whole; one the cells list and the metadata do not (deleted in between) is left out, as
         one list would."""
         pages = self._pages(NODES, label_selector, page_size or SMALL_FLEET, view=NODE_ROWS)
-        first, token = next(pages)
+        first, token = next(pages, ([], ''))
         yield from first
         if page_size or not token or NODE_ROWS in self._warned_full_views:
             # Explicit pages, one page, or a server that serves no Table and answered with full Nodes (and said so).

@@ -38,7 +38,7 @@ options:
     description:
       - Nodes per list request. By default a fleet of up to 100 selected nodes is read in one request, the Node
         Table with each row's metadata, and a larger one in two more, each answered from the API server's cache
-        (after the first, pages are read from etcd): the Table's cells (OS image, kernel, container runtime, Ready),
+        (after the first, pages are read from etcd), the Table's cells (OS image, kernel, container runtime, Ready),
         about 200 bytes a node, and the nodes' names and labels in protobuf, read as they arrive.
       - Set it to bound the size of each answer; every page is then the Node Table with each row's metadata.
       - The nodes without NFD labels are read again in full (their taints decide whether I(wait) waits for them,
