@@ -39,6 +39,8 @@ NAMESPACE = "nvidia-gpu-operator"
 READY_TIMEOUT = 1800
 # The page size of the runs that read in pages.
 PAGE = 500
+# Runs of each module that writes nothing, measured one after the other: the table gives the median (median_run).
+REPEATS = 3
 DRIVER = {"repository": "example.test/nvidia", "version": "550.90.07"}
 # The operand pods the stack runs on every GPU node (app.kubernetes.io/component), by image.
 OPERAND_PODS = (("nvidia-driver", "driver"), ("nvidia-container-toolkit", "container-toolkit"),
@@ -162,6 +164,13 @@ def process_cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def median_run(measure, repeats=REPEATS):
+    """The run of median wall time ("seconds") of repeats calls of measure(), with "range": the least and the most
+    seconds of all: runs of the same module differ by up to 2x with what kwok and the API server do meanwhile."""
+    runs = sorted((measure() for _repeat in range(repeats)), key=lambda run: run["seconds"])
+    return dict(runs[len(runs) // 2], range=(runs[0]["seconds"], runs[-1]["seconds"]))
+
+
 def measure_module(name, args, env, server_pid):
     """run_module() in a fresh interpreter, with the CPU seconds the API server spent meanwhile ("server_cpu": its
     answers, and whatever else it served at the time)."""
@@ -193,8 +202,9 @@ def run_playbook(playbook, env):
 def measure_in_worker(name, args, env, server_pid):
     """The module as a play's task runs it: `ansible -m` on localhost, its action handing the module to the module
     worker (plugins/plugin_utils/worker_action.py). Runs until the worker served one (the first run starts it), then
-    once more, measured: the module's own run in the worker (wall seconds and the peak RSS of the process that ran it,
-    from the worker's log), the whole ad hoc run's wall time (Ansible's start included) and the API server's CPU."""
+    REPEATS times more, measured (median_run): the module's own run in the worker (wall seconds and the peak RSS of
+    the process that ran it, from the worker's log), the whole ad hoc run's wall time (Ansible's start included) and
+    the API server's CPU."""
     with tempfile.TemporaryDirectory(prefix="bench-worker-", dir="/tmp") as directory:
         log = Path(directory) / "worker.log"
         # A worker of its own (its socket directory), which logs each module it runs.
@@ -209,47 +219,57 @@ def measure_in_worker(name, args, env, server_pid):
             time.sleep(1)
         else:
             raise RuntimeError("the module worker served no run of %s" % name)
-        server_cpu = process_cpu_seconds(server_pid)
-        started = time.monotonic()
-        subprocess.run(command, env=run_env, stdout=subprocess.DEVNULL, check=True)
-        seconds = time.monotonic() - started
-        served = dict(field.split("=", 1) for field in log.read_text().splitlines()[-1].split()[1:])
-    return {"seconds": float(served["seconds"]), "rss": int(served["maxrss_mib"]), "ad_hoc": seconds,
-            "server_cpu": process_cpu_seconds(server_pid) - server_cpu}
+
+        def measure():
+            server_cpu = process_cpu_seconds(server_pid)
+            started = time.monotonic()
+            subprocess.run(command, env=run_env, stdout=subprocess.DEVNULL, check=True)
+            seconds = time.monotonic() - started
+            served = dict(field.split("=", 1) for field in log.read_text().splitlines()[-1].split()[1:])
+            return {"seconds": float(served["seconds"]), "rss": int(served["maxrss_mib"]), "ad_hoc": seconds,
+                    "server_cpu": process_cpu_seconds(server_pid) - server_cpu}
+        return median_run(measure)
 
 
 def measure_modules(count, env, server_pid):
-    """[(run, measure_module() answer)]: each module as its own process on the fleet; then the same runs in the
-    module worker, as in a play (printed)."""
+    """[(run, measure_module() answer)]: each module as its own process on the fleet, each run that writes nothing
+    REPEATS times (median_run); then the same runs in the module worker, as in a play (printed)."""
     rows = []
-    facts = measure_module("nfd_labels", {}, env, server_pid)
+
+    def measure(name, args):
+        return median_run(lambda: measure_module(name, args, env, server_pid))
+    facts = measure("nfd_labels", {})
     rows.append(("nfd_labels", facts))
-    labelled = measure_module("nfd_labels", {"return_labels": True}, env, server_pid)
+    labelled = measure("nfd_labels", {"return_labels": True})
     rows.append(("nfd_labels return_labels", labelled))
     nodes = labelled["result"]["nodes"]
-    dtk = measure_module("dtk_image_lookup", {"versions": facts["result"]["rhcos_versions"]}, env, server_pid)
+    dtk = measure("dtk_image_lookup", {"versions": facts["result"]["rhcos_versions"]})
     rows.append(("dtk_image_lookup", dtk))
     common = {"namespace": NAMESPACE, "mode": "rhcos", "driver": DRIVER, "dtk_images": dtk["result"]["images"]}
-    rows.append(("driver_daemonsets plan_only (lists nodes itself)", measure_module(
-        "driver_daemonsets", dict(common, plan_only=True), env, server_pid)))
-    rows.append(("driver_daemonsets plan_only (nodes given)", measure_module(
-        "driver_daemonsets", dict(common, plan_only=True, nodes=nodes), env, server_pid)))
-    rows.append(("driver_daemonsets apply (first)", measure_module("driver_daemonsets", common, env, server_pid)))
-    rows.append(("driver_daemonsets apply (no-op)", measure_module("driver_daemonsets", common, env, server_pid)))
+    rows.append(("driver_daemonsets plan_only (lists nodes itself)", measure("driver_daemonsets",
+                                                                             dict(common, plan_only=True))))
+    rows.append(("driver_daemonsets plan_only (nodes given)", measure("driver_daemonsets",
+                                                                      dict(common, plan_only=True, nodes=nodes))))
+    first = measure_module("driver_daemonsets", common, env, server_pid)
+    rows.append(("driver_daemonsets apply (first)", dict(first, range=(first["seconds"],) * 2)))
+    rows.append(("driver_daemonsets apply (no-op)", measure("driver_daemonsets", common)))
     # Pages of 500, as kubernetes.core's k8s_info and kubectl read: the API server answers the first page from its
-    # watch cache and each next one from etcd; the modules read each kind of answer in one request by default.
-    rows.append(("nfd_labels, pages of %d" % PAGE, measure_module("nfd_labels", {"page_size": PAGE}, env, server_pid)))
-    rows.append(("driver_daemonsets plan_only, pages of %d" % PAGE, measure_module(
-        "driver_daemonsets", dict(common, plan_only=True, page_size=PAGE), env, server_pid)))
+    # watch cache and each next one from etcd. By default the modules read a first page of 100 nodes, then each kind
+    # of answer in one request; a page_size given pages the Node Table with each row's metadata.
+    rows.append(("nfd_labels, pages of %d" % PAGE, measure("nfd_labels", {"page_size": PAGE})))
+    rows.append(("driver_daemonsets plan_only, pages of %d" % PAGE, measure("driver_daemonsets",
+                                                                            dict(common, plan_only=True, page_size=PAGE))))
     print("\nmodule process (%d nodes, %d RHCOS versions); KB/node: bytes of the API answers per node, as received "
           "(gzip where the API server compressed) and decompressed (JSON, or protobuf for node metadata)"
           % (count, len(VERSIONS)))
-    print("%-50s %8s %8s %9s %9s %9s %8s %8s  %s" % (
-        "run", "seconds", "CPU s", "server s", "peak MiB", "result MB", "KB/node", "decomp KB", "API requests"))
+    print("%-50s %8s %11s %8s %9s %9s %9s %8s %8s  %s" % (
+        "run (median of %d)" % REPEATS, "seconds", "range s", "CPU s", "server s", "peak MiB", "result MB", "KB/node",
+        "decomp KB", "API requests"))
     for name, row in rows:
         read = row["result"]["api_response_bytes"]
-        print("%-50s %8.2f %8.2f %9.2f %9.0f %9.1f %8.2f %8.2f  %s" % (
-            name, row["seconds"], row["cpu"], row["server_cpu"], row["rss"], len(json.dumps(row["result"])) / 1e6,
+        print("%-50s %8.2f %5.2f-%5.2f %8.2f %9.2f %9.0f %9.1f %8.2f %8.2f  %s" % (
+            name, row["seconds"], row["range"][0], row["range"][1], row["cpu"], row["server_cpu"], row["rss"],
+            len(json.dumps(row["result"])) / 1e6,
             read["wire"] / 1e3 / count, read["json"] / 1e3 / count,
             json.dumps(row["result"].get("api_requests"), sort_keys=True)))
     in_worker = [("nfd_labels", "nfd_labels", {}),
@@ -257,10 +277,12 @@ def measure_modules(count, env, server_pid):
                  ("driver_daemonsets apply (no-op)", "driver_daemonsets", common)]
     print("\nthe same module runs in the module worker, as a play's task runs them (`ansible -m`, the worker already "
           "running): the module's run, and the whole ad hoc run with Ansible's start")
-    print("%-50s %8s %9s %9s %12s" % ("run", "seconds", "server s", "peak MiB", "ad hoc s"))
+    print("%-50s %8s %11s %9s %9s %12s" % ("run (median of %d)" % REPEATS, "seconds", "range s", "server s",
+                                           "peak MiB", "ad hoc s"))
     for label, name, args in in_worker:
         row = measure_in_worker(name, args, env, server_pid)
-        print("%-50s %8.2f %9.2f %9d %12.2f" % (label, row["seconds"], row["server_cpu"], row["rss"], row["ad_hoc"]))
+        print("%-50s %8.2f %5.2f-%5.2f %9.2f %9d %12.2f" % (
+            label, row["seconds"], row["range"][0], row["range"][1], row["server_cpu"], row["rss"], row["ad_hoc"]))
     return rows
 
 
