@@ -27,6 +27,7 @@ __metaclass__ = type
 import collections
 import contextlib
 import gc
+import inspect
 import json
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.dtk import (
@@ -126,26 +127,35 @@ class TaskError(Exception):
         self.result = result
 
 
-def _count_requests(api_client):
-    """Count requests by verb at kubernetes.client.ApiClient.request, every request's last stop, and accept a
-    gzip-compressed answer to each (urllib3 decodes it).
+def _count_requests(rest_client):
+    """Count requests by verb at the kubernetes client's RESTClientObject.request, every request's last stop in every
+    client version (ApiClient.request before client 34, ApiClient.call_api after, both send through it with the
+    headers by keyword), and accept a gzip-compressed answer to each (urllib3 decodes it).
 
     Wrapped at the class, once per process, so that the discovery requests kubernetes.core makes while it
-    builds the client count too; ClusterAPI reports the difference since it was created.
+    builds the client count too; ClusterAPI reports the difference since it was created. A client whose request
+    takes no headers keyword is left as it is: counting is a report, never a reason for a module to fail.
     """
-    if getattr(api_client.request, 'counts_requests', False):
+    send = getattr(rest_client, 'request', None)
+    if send is None or getattr(send, 'counts_requests', False) or not _takes_keyword(send, 'headers'):
         return
-    send = api_client.request
 
     def request(self, method, url, *args, **kwargs):
         _REQUEST_COUNTS[method.upper()] += 1
-        # ApiClient.call_api passes the headers by keyword.
         kwargs['headers'] = dict(kwargs.get('headers') or {})
         kwargs['headers'].setdefault('Accept-Encoding', 'gzip')
         return send(self, method, url, *args, **kwargs)
 
     request.counts_requests = True
-    api_client.request = request
+    rest_client.request = request
+
+
+def _takes_keyword(function, name):
+    try:
+        parameters = inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in parameters or any(p.kind == p.VAR_KEYWORD for p in parameters.values())
 
 
 def _parse_status(body):
@@ -263,12 +273,12 @@ class ClusterAPI:
         # The client is imported here, not with this file: a module process that a module worker serves never
         # needs it (module_worker).
         from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
-        from kubernetes.client import ApiClient
+        from kubernetes.client.rest import RESTClientObject
         from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
         from urllib3.exceptions import HTTPError
 
         self._api_errors, self._transport_errors, self._kind_not_found = DynamicApiError, HTTPError, ResourceNotFoundError
-        _count_requests(ApiClient)
+        _count_requests(RESTClientObject)
         self._baseline = collections.Counter(_REQUEST_COUNTS)
         self._bytes_baseline = collections.Counter(_RESPONSE_BYTES)
         self._module = module

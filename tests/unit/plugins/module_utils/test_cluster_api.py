@@ -6,11 +6,13 @@ import json
 
 import kubernetes
 import pytest
+import urllib3
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import api_exception
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import (
-    NODE_INFO, NODE_METADATA, POD_CELLS, POD_READINESS, APIError, ClusterAPI, node_from_table_row, pod_from_table_row)
+    NODE_INFO, NODE_METADATA, POD_CELLS, POD_READINESS, APIError, ClusterAPI, _count_requests, node_from_table_row,
+    pod_from_table_row)
 from ansible_collections.accelerators.gpu.plugins.module_utils.dtk import NOT_OPENSHIFT, STREAM_MISSING
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import node_facts
 from ansible_collections.accelerators.gpu.plugins.module_utils.stack_status import pod_readiness
@@ -167,18 +169,43 @@ def test_writes_are_dry_runs_in_check_mode(monkeypatch):
     assert 'dryRun' not in client.requests[0][2] and 'dry_run' not in client.requests[0][3]
 
 
-def test_requests_are_counted_by_verb_from_creation_on(monkeypatch):
-    class RestClient:
-        def __getattr__(self, verb):
-            return lambda *args, **kwargs: 'sent'
+class PoolManager:
+    """urllib3's pool manager as the kubernetes client's REST layer uses it, answering {} to every request."""
 
+    def __init__(self):
+        self.sent = []
+
+    def request(self, method, url, **kwargs):
+        self.sent.append((method, kwargs.get('headers')))
+        return urllib3.response.HTTPResponse(body=b'{}', status=200, headers={'Content-Type': 'application/json'},
+                                             preload_content=False)
+
+
+def rest_client():
+    """The installed kubernetes client's own REST layer (its request() differs between client versions), sending
+    to PoolManager."""
+    client = kubernetes.client.ApiClient().rest_client
+    client.pool_manager = PoolManager()
+    return client
+
+
+def test_requests_are_counted_by_verb_from_creation_on(monkeypatch):
     api = make_api(monkeypatch, DynamicClient({}))
-    client = kubernetes.client.ApiClient()
-    client.rest_client = RestClient()
+    client = rest_client()
     for verb in ('GET', 'GET', 'PATCH', 'DELETE'):
-        client.request(verb, 'https://127.0.0.1/api')
+        client.request(verb, 'https://127.0.0.1/api', headers={}, body={})
     assert api.request_counts() == {'GET': 2, 'PATCH': 1, 'DELETE': 1}
     assert make_api(monkeypatch, DynamicClient({})).request_counts() == {}
+
+
+def test_a_client_request_without_headers_is_sent_uncounted():
+    class RestClient:
+        def request(self, method, url, options=None):
+            return method
+
+    _count_requests(RestClient)
+    assert not getattr(RestClient.request, 'counts_requests', False)
+    assert RestClient().request('GET', 'https://127.0.0.1/api') == 'GET'
 
 
 TABLE_COLUMNS = [{'name': name} for name in NODE_TABLE_COLUMNS]
@@ -400,16 +427,14 @@ def test_response_bytes_are_counted_as_received_and_as_json(monkeypatch):
 
 
 def test_every_request_accepts_gzip(monkeypatch):
-    sent = []
-
-    class RestClient:
-        def __getattr__(self, verb):
-            return lambda url, headers=None, **kwargs: sent.append((verb, headers))
-
     make_api(monkeypatch, DynamicClient({}))
-    client = kubernetes.client.ApiClient()
-    client.rest_client = RestClient()
+    client = rest_client()
     client.request('GET', 'https://127.0.0.1/api', headers={'Accept': 'application/json'})
-    client.request('PATCH', 'https://127.0.0.1/api/v1/nodes/a', headers={'Content-Type': 'application/merge-patch+json'})
-    assert sent == [('GET', {'Accept': 'application/json', 'Accept-Encoding': 'gzip'}),
-                    ('PATCH', {'Content-Type': 'application/merge-patch+json', 'Accept-Encoding': 'gzip'})]
+    client.request('PATCH', 'https://127.0.0.1/api/v1/nodes/a', headers={'Content-Type': 'application/merge-patch+json'},
+                   body={})
+    # The client may add headers of its own (Content-Type): the ones given are kept, gzip is added.
+    sent = [(method, dict(headers)) for method, headers in client.pool_manager.sent]
+    assert [method for method, _headers in sent] == ['GET', 'PATCH']
+    assert sent[0][1]['Accept'] == 'application/json'
+    assert sent[1][1]['Content-Type'] == 'application/merge-patch+json'
+    assert [headers['Accept-Encoding'] for _method, headers in sent] == ['gzip', 'gzip']
