@@ -34,6 +34,7 @@ import base64
 import errno
 import fcntl
 import hashlib
+import inspect
 import json
 import marshal
 import os
@@ -69,8 +70,13 @@ def _socket_dir(environ):
     return os.path.join(environ.get('XDG_RUNTIME_DIR') or '/tmp', 'accelerators-gpu-%d' % os.getuid())
 
 
-def _switched_off(environ):
+def switched_off(environ):
     return environ.get(SWITCH, '').lower() in ('off', 'false', 'no', '0')
+
+
+def private_socket_dir(environ):
+    """The directory of this user's workers, created if missing; None when it is not private to this user."""
+    return _private_dir(_socket_dir(environ))
 
 
 def _private_dir(path):
@@ -86,12 +92,26 @@ def _private_dir(path):
     return path
 
 
-def worker_key(executable, base_path, source):
-    """The worker's name: one per interpreter, import path and version of this file, whose protocol it speaks."""
+def worker_key(executable, base_path, source, packages=()):
+    """The worker's name: one per interpreter, import path, installed packages (installed_packages) and version of
+    this file, whose protocol it speaks. A worker is never used after the packages it preloaded have changed."""
     digest = hashlib.sha256()
-    for part in [executable] + list(base_path) + [source]:
+    for part in [executable] + list(base_path) + [source] + list(packages):
         digest.update(part.encode('utf-8', 'surrogateescape') + b'\0')
     return digest.hexdigest()[:16]
+
+
+def installed_packages(base_path):
+    """The distributions installed on the import path, by their metadata directories' names (name-version.dist-info):
+    pip renames them with every install, upgrade or downgrade. One directory listing per path entry."""
+    found = []
+    for entry in base_path:
+        try:
+            names = os.listdir(entry)
+        except OSError:
+            continue  # a zip file, or gone
+        found.extend(sorted(name for name in names if name.endswith(('.dist-info', '.egg-info'))))
+    return found
 
 
 def _send_frame(conn, data, fds=()):
@@ -141,14 +161,14 @@ def forward():
     Returns (and the caller runs the module itself) when the worker is off, when this process is not an AnsiballZ
     module run, and when no worker takes the request, in which case one is started for the modules that follow.
     """
-    if _switched_off(os.environ):
+    if switched_off(os.environ):
         return
     main = sys.modules.get('__main__')
     payload = getattr(main, '_modlib_path', None)
     module_fqn = getattr(main, '_module_fqn', None)
     basic = sys.modules.get('ansible.module_utils.basic')
     params = getattr(basic, '_ANSIBLE_ARGS', None)
-    if not (payload and module_fqn and params is not None and hasattr(socket, 'send_fds')):
+    if not (payload and module_fqn and params is not None and hasattr(socket, 'send_fds')) or not _runner():
         return
     base_path = [entry for entry in sys.path if not entry.startswith(payload)]
     source = _own_source()
@@ -187,10 +207,10 @@ def _ended_early(module_fqn):
 def _worker_path(environ, executable, base_path, source):
     """Where the worker for this interpreter, import path and protocol listens (without '.sock'); None when there
     is no private directory for it or the path is too long to bind."""
-    directory = _private_dir(_socket_dir(environ))
+    directory = private_socket_dir(environ)
     if directory is None:
         return None
-    path = os.path.join(directory, worker_key(executable, base_path, source))
+    path = os.path.join(directory, worker_key(executable, base_path, source, installed_packages(base_path)))
     return path if len(path) <= _MAX_PATH else None
 
 
@@ -207,7 +227,7 @@ def run_wrapper(executable, wrapper, module_fqn, environ, cwd):
     of that interpreter run the wrapper, with environ and cwd. (rc, stdout bytes, stderr bytes), as the process would
     have ended; None when the worker is off or none is running (the caller then runs the module as usual, and that
     run's forward() starts one)."""
-    if _switched_off(environ) or not hasattr(socket, 'send_fds'):
+    if switched_off(environ) or not hasattr(socket, 'send_fds'):
         return None
     try:
         base_path = interpreter_path(executable, environ)
@@ -452,18 +472,34 @@ def _run_wrapper(request):
     raise RuntimeError('the module %s did not exit' % request['module_fqn'])
 
 
+# The arguments _run_module gives the AnsiballZ loader's run_module (ansible-core 2.19 on).
+_LOADER_ARGUMENTS = ('json_params', 'profile', 'module_fqn', 'modlib_path', 'extensions')
+
+
+def _runner():
+    """How _run_module runs a module with this process's ansible.module_utils: the AnsiballZ loader's run_module
+    (ansible-core 2.19 on) when it takes _LOADER_ARGUMENTS; else, when there is no such loader (before 2.19, whose
+    wrapper sets the arguments and runs the module itself), 'runpy'; None with a loader this file does not know, and
+    then the module runs in its own process."""
+    try:
+        from ansible.module_utils._internal._ansiballz import _loader
+    except ImportError:
+        return 'runpy'
+    try:
+        parameters = inspect.signature(_loader.run_module).parameters
+    except (AttributeError, TypeError, ValueError):
+        return None
+    return _loader.run_module if all(name in parameters for name in _LOADER_ARGUMENTS) else None
+
+
 def _run_module(request):
     sys.path.insert(0, request['payload'])
     params = base64.b64decode(request['params'])
-    try:
-        from ansible.module_utils._internal._ansiballz import _loader
-    except ImportError:  # ansible-core before 2.19: its wrapper sets the arguments and runs the module itself
-        _loader = None
-    if _loader is not None:
-        _loader.run_module(json_params=params, profile=request['profile'], module_fqn=request['module_fqn'],
-                           modlib_path=request['payload'], extensions={})
+    runner = _runner()
+    if runner != 'runpy':
+        runner(json_params=params, profile=request['profile'], module_fqn=request['module_fqn'],
+               modlib_path=request['payload'], extensions={})
     else:
-        import runpy
         from ansible.module_utils import basic
         basic._ANSIBLE_ARGS = params
         runpy.run_module(mod_name=request['module_fqn'], run_name='__main__', alter_sys=True,

@@ -14,18 +14,20 @@ import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 
 from ansible_collections.accelerators.gpu.plugins.module_utils import module_worker
 
 
-def test_a_worker_is_named_by_interpreter_import_path_and_protocol():
-    key = module_worker.worker_key('/venv/bin/python', ['/a', '/b'], 'source')
-    assert key == module_worker.worker_key('/venv/bin/python', ['/a', '/b'], 'source')
+def test_a_worker_is_named_by_interpreter_import_path_packages_and_protocol():
+    key = module_worker.worker_key('/venv/bin/python', ['/a', '/b'], 'source', ['k8s-37.dist-info'])
+    assert key == module_worker.worker_key('/venv/bin/python', ['/a', '/b'], 'source', ['k8s-37.dist-info'])
     assert len({key,
-                module_worker.worker_key('/other/bin/python', ['/a', '/b'], 'source'),
-                module_worker.worker_key('/venv/bin/python', ['/a'], 'source'),
-                module_worker.worker_key('/venv/bin/python', ['/b', '/a'], 'source'),
-                module_worker.worker_key('/venv/bin/python', ['/a', '/b'], 'changed source')}) == 5
+                module_worker.worker_key('/other/bin/python', ['/a', '/b'], 'source', ['k8s-37.dist-info']),
+                module_worker.worker_key('/venv/bin/python', ['/a'], 'source', ['k8s-37.dist-info']),
+                module_worker.worker_key('/venv/bin/python', ['/b', '/a'], 'source', ['k8s-37.dist-info']),
+                module_worker.worker_key('/venv/bin/python', ['/a', '/b'], 'changed source', ['k8s-37.dist-info']),
+                module_worker.worker_key('/venv/bin/python', ['/a', '/b'], 'source', ['k8s-33.dist-info'])}) == 6
 
 
 def test_the_socket_directory_is_private_or_not_used(tmp_path):
@@ -59,6 +61,18 @@ def test_frames_carry_large_payloads_and_file_descriptors(tmp_path):
     right.close()
 
 
+def start_worker(environ):
+    """A worker for this interpreter with environ's import path, started as a module process would start it; its
+    socket path once it listens."""
+    base_path = module_worker.interpreter_path(sys.executable, environ)
+    path = module_worker._worker_path(environ, sys.executable, base_path, module_worker._own_source())
+    module_worker._start_worker(path, base_path, module_worker._own_source())
+    deadline = time.monotonic() + 60
+    while not os.path.exists(path + '.sock') and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return path
+
+
 def test_the_worker_runs_a_wrapper_as_its_interpreter_would_with_the_callers_environment(tmp_path):
     # A short directory: a socket path must fit in an AF_UNIX address, which pytest's tmp_path may not.
     runtime = tempfile.mkdtemp(prefix='agw-', dir='/tmp')
@@ -68,14 +82,7 @@ def test_the_worker_runs_a_wrapper_as_its_interpreter_would_with_the_callers_env
                b"sys.stderr.write('x' * 300000)\nraise SystemExit(3)\n")
     try:
         assert module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ, str(tmp_path)) is None
-        path = module_worker._worker_path(environ, sys.executable,
-                                          module_worker.interpreter_path(sys.executable, environ),
-                                          module_worker._own_source())
-        module_worker._start_worker(path, module_worker.interpreter_path(sys.executable, environ),
-                                    module_worker._own_source())
-        deadline = time.monotonic() + 60
-        while not os.path.exists(path + '.sock') and time.monotonic() < deadline:
-            time.sleep(0.1)
+        start_worker(environ)
         rc, stdout, stderr = module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ,
                                                        str(tmp_path))
         assert (rc, stdout, stderr) == (3, ('from the task %s __main__ True\n' % tmp_path).encode(), b'x' * 300000)
@@ -83,3 +90,45 @@ def test_the_worker_runs_a_wrapper_as_its_interpreter_would_with_the_callers_env
         assert module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', off, str(tmp_path)) is None
     finally:
         shutil.rmtree(runtime, ignore_errors=True)
+
+
+def test_a_worker_is_not_used_once_the_packages_on_its_import_path_change(tmp_path):
+    runtime = tempfile.mkdtemp(prefix='agw-', dir='/tmp')
+    site = tmp_path / 'site'
+    (site / 'kubernetes-37.0.2.dist-info').mkdir(parents=True)
+    environ = dict(os.environ, XDG_RUNTIME_DIR=runtime, ACCELERATORS_GPU_WORKER_IDLE='5',
+                   PYTHONPATH=os.pathsep.join([str(site)] + [p for p in [os.environ.get('PYTHONPATH')] if p]))
+    wrapper = b"print('served')\nraise SystemExit(0)\n"
+    try:
+        start_worker(environ)
+        assert module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ, str(tmp_path)) == (
+            0, b'served\n', b'')
+        # pip downgrades the client in the same environment: the worker that preloaded 37 takes no more requests
+        # (the module runs in its own process, which starts a worker for the packages now installed).
+        (site / 'kubernetes-37.0.2.dist-info').rename(site / 'kubernetes-33.1.0.dist-info')
+        assert module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ, str(tmp_path)) is None
+        start_worker(environ)
+        assert module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ, str(tmp_path)) == (
+            0, b'served\n', b'')
+        assert len(list(Path(runtime).glob('accelerators-gpu-*/*.sock'))) == 2
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def test_installed_packages_are_the_metadata_directories_on_the_import_path(tmp_path):
+    (tmp_path / 'a' / 'kubernetes-37.0.2.dist-info').mkdir(parents=True)
+    (tmp_path / 'a' / 'kubernetes').mkdir()
+    (tmp_path / 'b' / 'PyYAML-6.0.3.egg-info').mkdir(parents=True)
+    assert module_worker.installed_packages([str(tmp_path / 'a'), str(tmp_path / 'missing'), str(tmp_path / 'b')]) == [
+        'kubernetes-37.0.2.dist-info', 'PyYAML-6.0.3.egg-info']
+
+
+def test_the_module_side_runs_the_module_itself_under_a_loader_it_does_not_know(monkeypatch):
+    try:
+        from ansible.module_utils._internal._ansiballz import _loader  # pylint: disable=import-outside-toplevel
+    except ImportError:  # ansible-core before 2.19: the module's arguments in basic._ANSIBLE_ARGS, run with runpy
+        assert module_worker._runner() == 'runpy'
+        return
+    assert module_worker._runner() == _loader.run_module
+    monkeypatch.setattr(_loader, 'run_module', lambda json_params, profile: None)
+    assert module_worker._runner() is None
