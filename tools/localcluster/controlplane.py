@@ -57,6 +57,8 @@ def _pem_key(key):
 
 
 def _cert(subject_cn, key, issuer_cn, issuer_key, ca=False):
+    """A certificate as a real cluster's PKI issues it: with subject and authority key identifiers and key usages,
+    which strict X.509 verification (Python 3.13's default, VERIFY_X509_STRICT) requires."""
     now = datetime.datetime.now(datetime.timezone.utc)
     builder = (x509.CertificateBuilder()
                .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject_cn)]))
@@ -65,10 +67,19 @@ def _cert(subject_cn, key, issuer_cn, issuer_key, ca=False):
                .serial_number(x509.random_serial_number())
                .not_valid_before(now - datetime.timedelta(minutes=5))
                .not_valid_after(now + datetime.timedelta(days=30))
-               .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+               .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+               .add_extension(x509.KeyUsage(digital_signature=True, key_encipherment=not ca, key_cert_sign=ca,
+                                            crl_sign=ca, content_commitment=False, data_encipherment=False,
+                                            key_agreement=False, encipher_only=False, decipher_only=False),
+                              critical=True)
+               .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+               .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_key.public_key()),
+                              critical=False))
     if not ca:
-        builder = builder.add_extension(x509.SubjectAlternativeName([
-            x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        builder = (builder
+                   .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+                   .add_extension(x509.SubjectAlternativeName([
+                       x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False))
     return builder.sign(issuer_key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM)
 
 
