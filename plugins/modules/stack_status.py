@@ -128,7 +128,7 @@ nodes:
       type: str
     without_driver_daemonset:
       description: The node is to get the stack's driver and no driver DaemonSet of the collection is for the RHCOS
-        build or kernel it runs (an upgrade outside M(accelerators.gpu.rhcos_upgrade)).
+        build or kernel it runs (an upgrade outside the C(accelerators.gpu.rhcos_upgrade) playbook).
       type: bool
     ready:
       description: Every operand ready (GPU feature discovery and the MIG manager only where they have a pod), no
