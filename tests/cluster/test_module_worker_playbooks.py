@@ -8,12 +8,15 @@ forwards (from=module).
 """
 
 import os
+import subprocess
+import sys
 import tempfile
 import time
 
 import pytest
+import yaml
 from conftest import wait_for
-from playbook import run
+from playbook import COLLECTIONS, run
 
 
 def worker_env(tmp_path, **extra):
@@ -122,3 +125,42 @@ def test_an_idle_worker_exits(cluster, tmp_path):
     started = time.monotonic()
     wait_for(lambda: not sockets(tmp_path), timeout=30, message="the idle worker to exit")
     assert time.monotonic() - started < 30
+
+
+def collection_with_a_broken_worker(tmp_path):
+    """A collections directory whose accelerators.gpu is this checkout but for module_worker.run_wrapper, the
+    action's entry to the worker, which takes other arguments: a worker broken on purpose. (kubernetes.core is
+    found where it is installed, beside ansible-core.)"""
+    checkout = os.path.realpath(os.path.join(COLLECTIONS, "ansible_collections", "accelerators", "gpu"))
+    copy = tmp_path / "collections" / "ansible_collections" / "accelerators" / "gpu"
+    utils = os.path.join("plugins", "module_utils")
+    for directory in ("", "plugins", utils):
+        (copy / directory).mkdir(parents=True, exist_ok=True)
+        for name in os.listdir(os.path.join(checkout, directory)):
+            if not (copy / directory / name).exists() and name not in ("plugins", "module_utils", "module_worker.py"):
+                (copy / directory / name).symlink_to(os.path.join(checkout, directory, name))
+    source = open(os.path.join(checkout, utils, "module_worker.py")).read()
+    broken = source.replace("def run_wrapper(executable, wrapper, module_fqn, environ, cwd):",
+                            "def run_wrapper(executable, wrapper, module_fqn, environ, cwd, timeout):")
+    assert broken != source
+    (copy / utils / "module_worker.py").write_text(broken)
+    return str(copy.parent.parent.parent)
+
+
+def test_an_action_broken_on_purpose_falls_back_to_ansibles_own_run_and_says_so_once(cluster, tmp_path):
+    worker = worker_env(tmp_path)
+    env = dict(cluster.env, ANSIBLE_COLLECTIONS_PATH=collection_with_a_broken_worker(tmp_path),
+               ANSIBLE_PYTHON_INTERPRETER=sys.executable, ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_NOCOLOR="true",
+               **worker)
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": [
+        {"name": "facts %d" % index, "accelerators.gpu.cluster_facts": {"namespace": "default"}}
+        for index in range(3)]}]))
+    process = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-vv", "-i",
+                              "localhost,", "-c", "local", str(playbook)], env=env, capture_output=True, text=True,
+                             timeout=300, check=False)
+    assert process.returncode == 0 and "ok=3" in process.stdout, process.stdout[-3000:] + process.stderr[-3000:]
+    said = "modules run in their own processes, not in the module worker: TypeError"
+    assert process.stdout.count(said) == 1, process.stdout[-3000:]
+    # Ansible ran a module process for each task, which handed its module to the worker once one was up.
+    assert all(request["from"] == "module" for request in served(tmp_path)), served(tmp_path)
