@@ -11,7 +11,7 @@ export PATH := $(BIN):$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PYTHONPATH := $(COLLECTIONS):$(CURDIR)/tools
 
-.PHONY: help deps collection test lint sanity build pytest demo down clean bundle bench bench-modules bench-deploy bench-upgrade
+.PHONY: help deps collection test lint sanity build pytest matrix demo down clean bundle bench bench-modules bench-deploy bench-upgrade
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -25,7 +25,7 @@ collection: ## make the checkout importable as accelerators.gpu
 	@mkdir -p $(COLLECTIONS)/ansible_collections/accelerators
 	@ln -sfn $(CURDIR) $(COLLECTIONS)/ansible_collections/accelerators/gpu
 
-test: deps collection build lint sanity pytest ## every gate CI runs: build, ansible-lint, ansible-test sanity, pytest
+test: deps collection build lint sanity pytest matrix ## every gate CI runs: build, ansible-lint, ansible-test sanity, pytest, the matrix
 
 build: collection ## ansible-galaxy collection build
 	@mkdir -p .build/dist
@@ -44,8 +44,12 @@ sanity: collection ## ansible-test sanity from an ansible_collections/accelerato
 	@bash tools/offline-pip-bootstrap.sh
 	cd $(SANITY_ROOT) && ansible-test sanity --venv --python 3.11 --color no
 
-pytest: deps collection ## unit tests and integration tests against a local control plane
-	python -m pytest tests
+pytest: deps collection ## unit tests and integration tests against a local control plane (the matrix apart)
+	python -m pytest tests --ignore=tests/matrix
+
+matrix: deps collection ## unit tests and a demo-fleet smoke per ansible-core/Python/kubernetes client combination; MATRIX=ci (oldest, newest), all, or names (python -m matrix list)
+	@python -m matrix list
+	python -m pytest tests/matrix -s
 
 demo: deps collection ## start the simulated OpenShift cluster with a mixed fleet, deploy the GPU stack, print its status
 	@python -m localcluster down >/dev/null 2>&1 || true

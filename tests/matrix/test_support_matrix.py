@@ -1,0 +1,287 @@
+"""The support matrix (tools/matrix): for each combination of ansible-core, Python and kubernetes client that MATRIX
+selects (`ci`, the default: the oldest and the newest; `all`; or names), the unit tests run with that environment's
+Python, and a smoke on the demo fleet runs that environment's ansible-playbook: deploy, a driver version rolled out
+to every GPU node, status, uninstall. One control plane serves every combination, one after the other: each smoke
+ends with an uninstall that must leave the cluster as it found it.
+
+A combination whose Python this machine lacks is skipped, naming the version and where it was looked for.
+"""
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import kubernetes
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT / "tools") not in sys.path:
+    sys.path.insert(0, str(ROOT / "tools"))
+
+import matrix  # noqa: E402  (tools/, which the Makefile puts on PYTHONPATH)
+
+pytestmark = pytest.mark.matrix
+
+COLLECTIONS = ROOT / ".build" / "collections"
+DEMO = ROOT / "tools" / "localcluster" / "fleets" / "demo.yml"
+NAMESPACE = "nvidia-gpu-operator"
+DRIVER_PODS = "app.kubernetes.io/component=nvidia-driver"
+UPGRADE_STATE = "nvidia.com/gpu-driver-upgrade-state"
+# The deploy's driver is common_driver_version's default (roles/common/defaults/main.yml); the smoke rolls out this one.
+NEW_DRIVER = "580.95.05"
+PLAYBOOK_TIMEOUT = 1200
+COMBINATIONS = matrix.selected()
+
+
+def wait_for(predicate, timeout=120, interval=0.5, message="condition"):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError("timed out after %ss waiting for %s (last: %r)" % (timeout, message, last))
+
+
+_VENVS = {}
+
+
+def venv_of(combination):
+    """The combination's virtual environment (made on demand, cached), or a skip naming the missing Python."""
+    if combination.name not in _VENVS:
+        try:
+            _VENVS[combination.name] = matrix.ensure_venv(combination)
+        except matrix.NoInterpreter as missing:
+            _VENVS[combination.name] = missing
+    venv = _VENVS[combination.name]
+    if isinstance(venv, matrix.NoInterpreter):
+        pytest.skip("%s (%s): %s" % (combination.name, combination.description, venv))
+    versions = matrix.installed(venv)
+    # What the environment runs is what the combination says: a stale or mixed environment would test something else.
+    expected = matrix.pins(combination)
+    assert {p: versions[p] for p in ("ansible-core", "kubernetes", "pytest")} == {
+        p: expected[p] for p in ("ansible-core", "kubernetes", "pytest")}, versions
+    assert versions["python"].startswith(combination.python + "."), versions
+    assert versions["kubernetes.core"] == matrix.KUBERNETES_CORE["version"], versions
+    print("\n%s: %s" % (combination.name, ", ".join("%s %s" % item for item in sorted(versions.items()))))
+    return venv
+
+
+def environment(venv, **extra):
+    """The environment of a process of the combination: its bin first on PATH, nothing of the default environment's
+    Python on the import path, the checkout as accelerators.gpu."""
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME") and not key.startswith("ANSIBLE_")}
+    env.update(PATH="%s%s%s" % (venv / "bin", os.pathsep, env.get("PATH", "")),
+               ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS), ANSIBLE_NOCOLOR="true", ANSIBLE_FORCE_COLOR="false")
+    env.update(extra)
+    return env
+
+
+@pytest.mark.parametrize("combination", COMBINATIONS, ids=[c.name for c in COMBINATIONS])
+def test_unit_tests_pass(combination):
+    venv = venv_of(combination)
+    started = time.monotonic()
+    result = subprocess.run([str(venv / "bin" / "python"), "-m", "pytest", "tests/unit", "-q", "-p", "no:cacheprovider",
+                             "--durations=0", "--no-header"], cwd=ROOT, env=environment(venv), capture_output=True,
+                            text=True, timeout=900, check=False)
+    summary = (result.stdout.strip().splitlines() or ["(no output)"])[-1]
+    print("%s unit tests: %s (%.1fs)" % (combination.name, summary, time.monotonic() - started))
+    assert result.returncode == 0, "%s\n%s" % (result.stdout[-6000:], result.stderr[-3000:])
+    assert re.search(r"\d+ passed", summary) and "failed" not in summary and "error" not in summary, summary
+
+
+class Demo:
+    """The control plane with the demo fleet, and what the fleet file says its GPU nodes are."""
+
+    def __init__(self, plane, spec):
+        self.plane = plane
+        self.kubeconfig = str(plane.kubeconfig)
+        from localcluster import api
+        self.client = api.client_from_kubeconfig(self.kubeconfig)
+        self.core = kubernetes.client.CoreV1Api(self.client)
+        self.apps = kubernetes.client.AppsV1Api(self.client)
+        self.gpus = {}        # GPU node: its GPU count
+        self.driven = {}      # GPU node that gets a driver pod: its RHCOS build
+        from localcluster import fleet
+        for node, group in zip(fleet.expand_groups(spec), _groups(spec)):
+            if group.get("gpu"):
+                self.gpus[node["name"]] = group["gpu"].get("count", 1)
+                if not group.get("host_driver"):
+                    self.driven[node["name"]] = group["os"]["rhcos"]
+
+
+def _groups(spec):
+    for group in spec["nodes"]:
+        for _ in range(int(group.get("count", 1))):
+            yield group
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    from localcluster import controlplane, fleet
+    plane = controlplane.ControlPlane(tmp_path_factory.mktemp("cluster-matrix"))
+    info = plane.up("openshift")
+    print("\nopenshift cluster up in %.1fs" % info["startup_seconds"])
+    try:
+        spec = yaml.safe_load(DEMO.read_text())
+        made = Demo(plane, spec)
+        fleet.Fleet(made.client, spec).apply().wait_ready()
+        yield made
+    finally:
+        plane.down()
+
+
+def objects(demo):
+    """Names of every object of the kinds the stack creates, cluster-wide, and the namespaces."""
+    client = demo.client
+    rbac = kubernetes.client.RbacAuthorizationV1Api(client)
+    batch = kubernetes.client.BatchV1Api(client)
+    found = {
+        "namespaces": [n.metadata.name for n in demo.core.list_namespace().items],
+        "daemonsets": [(d.metadata.namespace, d.metadata.name)
+                       for d in demo.apps.list_daemon_set_for_all_namespaces().items],
+        "deployments": [(d.metadata.namespace, d.metadata.name)
+                        for d in demo.apps.list_deployment_for_all_namespaces().items],
+        "jobs": [(j.metadata.namespace, j.metadata.name) for j in batch.list_job_for_all_namespaces().items],
+        "serviceaccounts": [(s.metadata.namespace, s.metadata.name)
+                            for s in demo.core.list_service_account_for_all_namespaces().items],
+        "clusterroles": [r.metadata.name for r in rbac.list_cluster_role().items],
+        "clusterrolebindings": [r.metadata.name for r in rbac.list_cluster_role_binding().items],
+        "crds": [c.metadata.name for c in
+                 kubernetes.client.ApiextensionsV1Api(client).list_custom_resource_definition().items],
+        "runtimeclasses": [r.metadata.name for r in kubernetes.client.NodeV1Api(client).list_runtime_class().items],
+    }
+    return {kind: sorted(names) for kind, names in found.items()}
+
+
+# The labels NFD's worker sets. The demo fleet is labelled by an NFD the deploy installs, and NFD's labels stay on the
+# nodes when NFD goes, as with a real NFD (the uninstall playbook removes the labels the collection and GPU feature
+# discovery set, not NFD's).
+NFD_LABELS = "feature.node.kubernetes.io/"
+
+
+def node_labels(demo):
+    """{node: its labels} of every node of the fleet, NFD's apart."""
+    return {node.metadata.name: {key: value for key, value in (node.metadata.labels or {}).items()
+                                 if not key.startswith(NFD_LABELS)}
+            for node in demo.core.list_node().items}
+
+
+def driver_pods(demo):
+    """{node: (pod uid, image, ready)} of the driver pods not being deleted."""
+    pods = demo.core.list_namespaced_pod(NAMESPACE, label_selector=DRIVER_PODS).items
+    return {p.spec.node_name: (p.metadata.uid, p.spec.containers[0].image,
+                               p.status.phase == "Running" and bool(p.status.container_statuses)
+                               and all(c.ready for c in p.status.container_statuses))
+            for p in pods if not p.metadata.deletion_timestamp}
+
+
+def driver_daemonsets(demo):
+    return sorted(d.metadata.name for d in demo.apps.list_namespaced_daemon_set(
+        NAMESPACE, label_selector=DRIVER_PODS).items) if _namespace_exists(demo) else []
+
+
+def _namespace_exists(demo):
+    return any(n.metadata.name == NAMESPACE for n in demo.core.list_namespace().items)
+
+
+def allocatable(demo):
+    return {name: int((demo.core.read_node(name).status.allocatable or {}).get("nvidia.com/gpu", "0"))
+            for name in demo.gpus}
+
+
+class Playbooks:
+    """Runs the collection's playbooks with a combination's ansible-playbook, as the README's commands do (-i
+    localhost, the default output), and keeps each run's output, time and warnings."""
+
+    def __init__(self, combination, venv, demo):
+        self.combination = combination
+        self.env = environment(venv, KUBECONFIG=demo.kubeconfig, K8S_AUTH_KUBECONFIG=demo.kubeconfig)
+        self.ansible_playbook = str(venv / "bin" / "ansible-playbook")
+        self.warnings = []
+        self.timings = []
+
+    def run(self, name, *extra):
+        started = time.monotonic()
+        process = subprocess.run([self.ansible_playbook, "-i", "localhost,", "accelerators.gpu." + name] + list(extra),
+                                 env=self.env, cwd=ROOT, capture_output=True, text=True, timeout=PLAYBOOK_TIMEOUT,
+                                 check=False)
+        seconds = time.monotonic() - started
+        warnings = [line.strip() for line in (process.stdout + process.stderr).splitlines()
+                    if "[WARNING]" in line or "[DEPRECATION WARNING]" in line]
+        self.warnings += ["%s: %s" % (name, line) for line in warnings]
+        self.timings.append("%s %.1fs rc=%d" % (" ".join([name] + list(extra)), seconds, process.returncode))
+        print("%s: %s" % (self.combination.name, self.timings[-1]))
+        for line in warnings:
+            print("    " + line)
+        assert process.returncode == 0, "%s %s failed (rc=%d)\nstdout: %s\nstderr: %s" % (
+            self.combination.name, name, process.returncode, process.stdout[-5000:], process.stderr[-3000:])
+        return process
+
+
+@pytest.mark.parametrize("combination", COMBINATIONS, ids=[c.name for c in COMBINATIONS])
+def test_smoke_deploy_driver_rollout_status_uninstall(combination, demo):
+    venv = venv_of(combination)
+    before_objects, before_labels = objects(demo), node_labels(demo)
+    assert driver_daemonsets(demo) == [], "a previous smoke left the stack installed"
+    playbooks = Playbooks(combination, venv, demo)
+    uninstalled = False
+    try:
+        # Deploy: one driver DaemonSet per RHCOS build of the GPU nodes that take a driver pod, the driver Ready on
+        # each of them, and every GPU node's GPUs allocatable (the host-driver node's through its own driver).
+        playbooks.run("deploy")
+        builds = sorted({"nvidia-driver-daemonset-" + rhcos for rhcos in demo.driven.values()})
+        assert driver_daemonsets(demo) == builds
+        deployed = driver_pods(demo)
+        assert sorted(deployed) == sorted(demo.driven), deployed
+        assert all(ready for _uid, _image, ready in deployed.values()), deployed
+        assert allocatable(demo) == demo.gpus
+
+        # A driver version change rolled out: every driven node gets a new driver pod, of the new version, Ready,
+        # and its upgrade state done; the GPUs are back.
+        playbooks.run("driver_upgrade", "-e", "common_driver_version=" + NEW_DRIVER)
+        upgraded = driver_pods(demo)
+        assert sorted(upgraded) == sorted(demo.driven), upgraded
+        for node, (uid, image, ready) in upgraded.items():
+            assert uid != deployed[node][0], "the driver pod on %s was not replaced" % node
+            assert NEW_DRIVER in image and NEW_DRIVER not in deployed[node][1], (node, deployed[node][1], image)
+            assert ready, "the new driver pod on %s is not ready" % node
+        states = {node: (demo.core.read_node(node).metadata.labels or {}).get(UPGRADE_STATE) for node in demo.driven}
+        assert set(states.values()) == {"upgrade-done"}, states
+        assert allocatable(demo) == demo.gpus
+        assert not any(demo.core.read_node(node).spec.unschedulable for node in demo.gpus)
+
+        # Status: the table has a row for every GPU node, with its GPU count, and the driven ones' upgrade done.
+        status = playbooks.run("status").stdout
+        table = status[status.index("Print the status table"):]
+        for node, count in demo.gpus.items():
+            rows = [line for line in table.splitlines() if re.match(r'\W*%s\s+%d\s' % (re.escape(node), count), line)]
+            assert len(rows) == 1, "status has no row for %s with %d GPUs:\n%s" % (node, count, table[-4000:])
+            assert (" upgrade-done " in rows[0]) == (node in demo.driven), rows[0]
+            print("    " + rows[0].strip())
+
+        # Uninstall: the driver DaemonSets gone, and the cluster as it was before the deploy.
+        playbooks.run("uninstall")
+        uninstalled = True
+        assert driver_daemonsets(demo) == []
+        assert objects(demo) == before_objects
+        after_labels = node_labels(demo)
+        assert after_labels == before_labels, {
+            node: {key: (before_labels.get(node, {}).get(key), labels.get(key))
+                   for key in set(labels) ^ set(before_labels.get(node, {})) | {
+                       k for k in labels if labels[k] != before_labels.get(node, {}).get(k, labels[k])}}
+            for node, labels in after_labels.items() if labels != before_labels.get(node)}
+    finally:
+        if not uninstalled:
+            # Leave the shared cluster clean for the next combination, whatever failed above.
+            subprocess.run([playbooks.ansible_playbook, "-i", "localhost,", "accelerators.gpu.uninstall"],
+                           env=playbooks.env, cwd=ROOT, capture_output=True, timeout=PLAYBOOK_TIMEOUT, check=False)
+        print("%s smoke: %s" % (combination.name, "; ".join(playbooks.timings)))
+    # A clean run carries no warning, deprecations included: they reach the user's terminal.
+    assert not playbooks.warnings, "\n".join(playbooks.warnings)
