@@ -11,7 +11,7 @@ export PATH := $(BIN):$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PYTHONPATH := $(COLLECTIONS):$(CURDIR)/tools
 
-.PHONY: help deps collection test lint sanity build pytest matrix demo down clean bundle bench bench-modules bench-deploy bench-upgrade
+.PHONY: help deps collection test lint sanity build pytest matrix demo down clean bundle bench bench-modules bench-deploy bench-upgrade docs docs-lint docs-src
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -25,7 +25,7 @@ collection: ## make the checkout importable as accelerators.gpu
 	@mkdir -p $(COLLECTIONS)/ansible_collections/accelerators
 	@ln -sfn $(CURDIR) $(COLLECTIONS)/ansible_collections/accelerators/gpu
 
-test: deps collection build lint sanity pytest matrix ## every gate CI runs: build, ansible-lint, ansible-test sanity, pytest, the matrix
+test: deps collection build docs-lint lint sanity pytest matrix ## every gate CI runs: build, docs and changelog lint, ansible-lint, ansible-test sanity, pytest, the matrix
 
 build: collection ## ansible-galaxy collection build
 	@mkdir -p .build/dist
@@ -43,6 +43,36 @@ sanity: collection ## ansible-test sanity from an ansible_collections/accelerato
 	@mkdir -p $(SANITY_ROOT)/../../kubernetes && ln -sfn $(VENV)/lib/python3.11/site-packages/ansible_collections/kubernetes/core $(SANITY_ROOT)/../../kubernetes/core
 	@bash tools/offline-pip-bootstrap.sh
 	cd $(SANITY_ROOT) && ansible-test sanity --venv --python 3.11 --color no
+
+# The docs tooling (antsibull-docs, Sphinx, antsibull-changelog) has a virtual environment of its own, made on first use.
+DOCS_VENV = $(eval DOCS_VENV := $$(shell tools/ensure-venv.sh tools/docs-requirements.txt))$(DOCS_VENV)
+DOCS_SRC := $(CURDIR)/.build/docs-src
+DOCS_DIR := $(CURDIR)/.build/docs
+# kubernetes.core (its doc fragment k8s_auth_options) from the main virtual environment; no PYTHONPATH, whose
+# .build/collections would give Ansible the checkout itself as accelerators.gpu.
+DOCS_ENV = PATH=$(DOCS_VENV)/bin:$$PATH PYTHONPATH= ANSIBLE_COLLECTIONS_PATH=$(DOCS_SRC):$(VENV)/lib/python3.11/site-packages
+
+docs-src:
+	@# antsibull-docs reads plugins/action/<module>.py, symlinks to plugins/plugin_utils/worker_action.py, as
+	@# redirects of the modules to that file: it documents a copy of the files with the symlinks followed.
+	@rm -rf $(DOCS_SRC) && mkdir -p $(DOCS_SRC)/ansible_collections/accelerators/gpu
+	@git ls-files -co --exclude-standard -z | xargs -0 cp --dereference --parents -t $(DOCS_SRC)/ansible_collections/accelerators/gpu
+	@# antsibull-docs lists a collection in a git checkout with git: the copy gets an index of its own (.build is ignored here).
+	@cd $(DOCS_SRC)/ansible_collections/accelerators/gpu && git init -q && git add -A
+
+docs: docs-src ## HTML docs with antsibull-docs: modules, filters, roles' argument specs, docs/docsite (.build/docs/build/html)
+	@rm -rf $(DOCS_DIR) && mkdir -p $(DOCS_DIR)
+	cd $(DOCS_DIR) && $(DOCS_ENV) antsibull-docs sphinx-init --use-current --dest-dir . --fail-on-error \
+	  --project accelerators.gpu --copyright "accelerators.gpu developers" --title "accelerators.gpu" \
+	  --index-rst-source $(CURDIR)/docs/docsite/site-index.rst accelerators.gpu >/dev/null
+	$(DOCS_ENV) python tools/docs-intersphinx.py $(DOCS_DIR)
+	$(DOCS_ENV) bash $(DOCS_DIR)/build.sh
+	@echo "The site: $(DOCS_DIR)/build/html/index.html"
+
+docs-lint: docs-src ## antsibull-docs' collection docs lint (plugins, roles, docs/docsite) and antsibull-changelog's lint
+	cd $(DOCS_SRC)/ansible_collections/accelerators/gpu && $(DOCS_ENV) antsibull-docs lint-collection-docs --plugin-docs --check-extra-docs-refs .
+	$(DOCS_ENV) antsibull-changelog lint
+	$(DOCS_ENV) antsibull-changelog lint-changelog-yaml changelogs/changelog.yaml
 
 pytest: deps collection ## unit tests and integration tests against a local control plane (the matrix apart)
 	python -m pytest tests --ignore=tests/matrix
