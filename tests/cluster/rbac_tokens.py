@@ -36,7 +36,7 @@ def limited_token(cluster, namespace, name, rules, seconds=3600):
 
 
 # What the deploy playbook needs on OpenShift with NFD run by someone else (nfd_install=never), and nothing more;
-# docs/awx-job-templates.md shows the same ClusterRole. Granting the operands' RBAC (the privileged SCC, the device
+# docs/docsite/rst/awx.rst shows the same ClusterRole. Granting the operands' RBAC (the privileged SCC, the device
 # plugin's node reads, GPU feature discovery's NodeFeature writes, the MIG manager's pod watch) needs the permissions
 # granted, so they are here too.
 DEPLOY_RULES = [
