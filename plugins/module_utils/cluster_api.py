@@ -358,10 +358,9 @@ class ClusterAPI:
 
     def apply_object(self, path, obj):
         """Server-side apply as field manager accelerators.gpu, forced (the collection's values win over an edit by
-        hand, and fields it no longer declares go); returns the object as stored, or as it would be in check mode.
-        The body goes as JSON text (JSON is YAML): the kubernetes client 24.2.0 serializes no dict of this content type."""
-        return self._request('PATCH', path, body=json.dumps(obj), content_type='application/apply-patch+yaml',
-                             write=True, field_manager=FIELD_MANAGER, force_conflicts=True)
+        hand, and fields it no longer declares go); returns the object as stored, or as it would be in check mode."""
+        return self._request('PATCH', path, body=obj, content_type='application/apply-patch+yaml', write=True,
+                             field_manager=FIELD_MANAGER, force_conflicts=True)
 
     def delete_object(self, path, preconditions=None):
         """Delete the object at path, its dependents in the background; with preconditions ({uid, resourceVersion})
