@@ -24,6 +24,8 @@ COMPUTE_MINOR = PREFIX + 'gpu.compute.minor'
 DRIVER_MAJOR = PREFIX + 'cuda.driver.major'
 DRIVER_MINOR = PREFIX + 'cuda.driver.minor'
 DRIVER_REV = PREFIX + 'cuda.driver.rev'
+# The same version in newer GFD's names (it writes both), whole.
+DRIVER_VERSION_FULL = PREFIX + 'cuda.driver-version.full'
 MACHINE = PREFIX + 'gpu.machine'
 MIG_CAPABLE = PREFIX + 'mig.capable'
 MIG_STRATEGY = PREFIX + 'mig.strategy'
@@ -160,3 +162,14 @@ def gpu_summary(labels):
     if devices:
         return {'product': 'NVIDIA-10de-%s' % devices[0], 'memory': None, 'mig_capable': None, 'source': 'pci'}
     return {'product': None, 'memory': None, 'mig_capable': None, 'source': None}
+
+
+def driver_version(labels):
+    """The version of the driver loaded on a node, as GFD labels it from NVML: nvidia.com/cuda.driver-version.full,
+    else major.minor[.rev] of the older cuda.driver.* labels (rev is empty for a two-part version); None on a node
+    GFD has not labelled (GFD not running there, switched off, or no driver loaded)."""
+    if labels.get(DRIVER_VERSION_FULL):
+        return labels[DRIVER_VERSION_FULL]
+    if labels.get(DRIVER_MAJOR) and labels.get(DRIVER_MINOR):
+        return '.'.join(part for part in (labels[DRIVER_MAJOR], labels[DRIVER_MINOR], labels.get(DRIVER_REV)) if part)
+    return None

@@ -12,7 +12,7 @@ __metaclass__ = type
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import NODE_FULL, POD_CELLS, POD_READINESS
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import is_managed_driver, serves
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_upgrade import FAILURE_ANNOTATION, STATE_LABEL
-from ansible_collections.accelerators.gpu.plugins.module_utils.gfd_labels import gpu_summary
+from ansible_collections.accelerators.gpu.plugins.module_utils.gfd_labels import driver_version, gpu_summary
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import node_facts
 from ansible_collections.accelerators.gpu.plugins.module_utils.readiness import selector_string
 
@@ -133,7 +133,7 @@ def node_rows(facts, nodes, pods, jobs, daemonsets=None, resource='nvidia.com/gp
         row.update(mig_config=labels.get(MIG_CONFIG_LABEL), mig_config_state=labels.get(MIG_STATE_LABEL))
         summary = gpu_summary(labels)
         row.update(product=summary['product'], memory=summary['memory'], mig_capable=summary['mig_capable'],
-                   gpu_info=summary['source'])
+                   gpu_info=summary['source'], driver_version=driver_version(labels))
         for column, component in OPERANDS + OPTIONAL_OPERANDS:
             row[column] = pod_readiness(on_node[component]) if component in on_node else '-'
         driver_pod = on_node.get(DRIVER)
@@ -146,13 +146,30 @@ def node_rows(facts, nodes, pods, jobs, daemonsets=None, resource='nvidia.com/gp
         with_labels = dict(fact, labels=metadata.get('labels') or {})
         row['without_driver_daemonset'] = (daemonsets is not None and driver_label == 'true'
                                            and not any(serves(daemonset, with_labels) for daemonset in drivers))
-        row['ready'] = (all(row[column] in ('ready', 'host') for column, _component in OPERANDS)
-                        and all(row[column] in ('ready', '-') for column, _component in OPTIONAL_OPERANDS)
-                        and row['driver_upgrade'] in ('-', 'upgrade-done') and not row['without_driver_daemonset']
-                        and row['allocatable'] > 0 and bool(row['validation'])
-                        and all(result == 'ok' for result in row['validation'].values()))
+        row['ready'] = not not_ready_reasons(row)
         rows.append(row)
     return rows
+
+
+def not_ready_reasons(row):
+    """Why the stack is not ready on a row's node, [] when it is: every operand ready (the driver may be the host's;
+    GPU feature discovery and the MIG manager only where they have a pod), no driver upgrade under way or failed, a
+    driver DaemonSet for the node, GPUs allocatable and every check of the last validation ok."""
+    reasons = ['%s %s' % (column.replace('_', ' '), 'no pod' if row[column] == '-' else row[column])
+               for column, _component in OPERANDS if row[column] not in ('ready', 'host')]
+    reasons.extend('%s %s' % (column.replace('_', ' '), row[column])
+                   for column, _component in OPTIONAL_OPERANDS if row[column] not in ('ready', '-'))
+    if row['driver_upgrade'] not in ('-', 'upgrade-done'):
+        failure = row.get('driver_upgrade_failure')
+        reasons.append('driver upgrade: %s%s' % (row['driver_upgrade'], ' (%s)' % failure if failure else ''))
+    if row['without_driver_daemonset']:
+        reasons.append('no driver DaemonSet for %s' % row['os'])
+    if row['allocatable'] <= 0:
+        reasons.append('no allocatable GPUs')
+    if not row['validation']:
+        reasons.append('not validated')
+    reasons.extend('validation %s %s' % item for item in row['validation'].items() if item[1] != 'ok')
+    return reasons
 
 
 def _cell(row, key):
@@ -167,12 +184,22 @@ def _cell(row, key):
     return '-' if value is None else str(value)
 
 
+def row_cells(row):
+    """A row's table cells (text), in the order of HEADERS."""
+    return [_cell(row, key) for key, _title in HEADERS]
+
+
+def aligned(cells):
+    """Lines of cells (lists of text of the same length, the header first) as text lines, each column as wide as
+    its widest cell."""
+    widths = [max(len(line[index]) for line in cells) for index in range(len(cells[0]))]
+    return ['  '.join(text.ljust(width) for text, width in zip(line, widths)).rstrip() for line in cells]
+
+
 def table_lines(rows):
     """The rows as aligned text lines under a header, for people, then a line for each node that needs something
     done: a failed driver upgrade with its cause, no driver DaemonSet for what the node runs."""
-    cells = [[title for _key, title in HEADERS]] + [[_cell(row, key) for key, _title in HEADERS] for row in rows]
-    widths = [max(len(line[index]) for line in cells) for index in range(len(HEADERS))]
-    lines = ['  '.join(text.ljust(width) for text, width in zip(line, widths)).rstrip() for line in cells]
+    lines = aligned([[title for _key, title in HEADERS]] + [row_cells(row) for row in rows])
     for row in rows:
         if row.get('driver_upgrade_failure'):
             lines.append('%s: driver upgrade-failed: %s' % (row['node'], row['driver_upgrade_failure']))

@@ -90,6 +90,13 @@ nodes:
           shows it, for example C(CrashLoopBackOff) or C(Init:0/1)), C(-) without a pod; C(host) for a pre-installed
           driver.
       type: str
+    driver_version:
+      description:
+        - The version of the driver loaded on the node, as GPU feature discovery labels it from NVML
+          (C(nvidia.com/cuda.driver-version.full), else C(nvidia.com/cuda.driver.major), C(minor) and C(rev)), or
+          null where GPU feature discovery has not labelled the node. Not a column of RV(lines).
+      type: str
+      version_added: 0.2.0
     toolkit:
       description: Readiness of the container toolkit pod, as for RV(nodes[].driver).
       type: str

@@ -5,7 +5,8 @@
 import pytest
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.gfd_labels import (
-    MIG_STRATEGY, WAITED, gpu_summary, is_gfd_label, label_problems, nodes_label_problems, waited_labels)
+    MIG_STRATEGY, WAITED, driver_version, gpu_summary, is_gfd_label, label_problems, nodes_label_problems,
+    waited_labels)
 
 NFD = 'feature.node.kubernetes.io/'
 A100 = {
@@ -106,6 +107,20 @@ def test_gpu_summary_falls_back_to_nfd_pci_device_labels(label, product, memory,
 def test_gpu_summary_without_a_device_id_is_unknown():
     assert gpu_summary({NFD + 'pci-10de.present': 'true'}) == {
         'product': None, 'memory': None, 'mig_capable': None, 'source': None}
+
+
+@pytest.mark.parametrize('labels, version', [
+    # Newer GFD writes both names; the whole version wins.
+    (dict(A100, **{'nvidia.com/cuda.driver-version.full': '570.172.08'}), '570.172.08'),
+    (A100, '570.172.08'),
+    # A two-part version: GFD leaves the revision empty.
+    ({'nvidia.com/cuda.driver.major': '575', 'nvidia.com/cuda.driver.minor': '51', 'nvidia.com/cuda.driver.rev': ''},
+     '575.51'),
+    ({'nvidia.com/gpu.product': 'NVIDIA-L40S'}, None),
+    ({}, None),
+])
+def test_driver_version_is_gfds_whole_version_else_its_parts(labels, version):
+    assert driver_version(labels) == version
 
 
 def test_the_role_waits_for_the_labels_this_module_checks():

@@ -4,7 +4,8 @@ import copy
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import NODE_FULL, POD_CELLS, POD_READINESS
 from ansible_collections.accelerators.gpu.plugins.module_utils.stack_status import (
-    node_rows, operand_pod_reads, read_gpu_nodes, run, status_node, table_lines, verdict)
+    aligned, node_rows, not_ready_reasons, operand_pod_reads, read_gpu_nodes, row_cells, run, status_node, table_lines,
+    verdict)
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.fakes import matches
 
 
@@ -83,6 +84,41 @@ def test_product_memory_and_mig_from_gfd_else_from_nfd_pci_labels_and_gfd_readin
     assert lines[0].split()[:6] == ["NODE", "GPUS", "PRODUCT", "MEMORY", "MiB", "MIG"]
     assert lines[1].split()[:5] == ["a", "8", "NVIDIA-A100-SXM4-80GB", "81920", "yes"]
     assert lines[3].split()[:5] == ["c", "2", "-", "-", "-"]
+
+
+def test_driver_version_of_each_row_from_gfd_labels():
+    labelled = node("a", 8)
+    labelled["metadata"]["labels"] = {"nvidia.com/cuda.driver-version.full": "570.172.08"}
+    rows = node_rows([fact("a"), fact("b", driver="pre-installed")], [labelled, node("b", 4)], [], [])
+    assert [(row["node"], row["driver_version"]) for row in rows] == [("a", "570.172.08"), ("b", None)]
+    # Not a column: the table stays as it was.
+    assert "570.172.08" not in "\n".join(table_lines(rows))
+
+
+def test_not_ready_reasons_say_what_the_ready_rule_misses():
+    pods = [pod("a", "nvidia-driver")] + [pod("a", component) for component in OPERANDS]
+    pods += [pod("b", "nvidia-driver", ready=False, reason="CrashLoopBackOff"),
+             pod("b", "gpu-feature-discovery", ready=False, reason="Init:0/1")]
+    jobs = [job("a", "cuda", succeeded=1), job("b", "cuda", failed=1), job("b", "driver", succeeded=1)]
+    failed = node("b", 0)
+    failed["metadata"]["labels"] = {"nvidia.com/gpu-driver-upgrade-state": "upgrade-failed"}
+    failed["metadata"]["annotations"] = {"accelerators.gpu/driver-upgrade-failure": "validation cuda failed"}
+    ready, broken = node_rows([fact("a"), fact("b")], [node("a", 8), failed], pods, jobs)
+    assert ready["ready"] and not_ready_reasons(ready) == []
+    assert not broken["ready"]
+    assert not_ready_reasons(broken) == [
+        "driver CrashLoopBackOff", "toolkit no pod", "device plugin no pod", "dcgm exporter no pod",
+        "gpu feature discovery Init:0/1", "driver upgrade: upgrade-failed (validation cuda failed)",
+        "no allocatable GPUs", "validation cuda failed"]
+    unvalidated = node_rows([fact("c", driver="pre-installed")], [node("c", 2)],
+                            [pod("c", component) for component in OPERANDS], [])[0]
+    assert not_ready_reasons(unvalidated) == ["not validated"] and not unvalidated["ready"]
+
+
+def test_aligned_pads_every_column_to_its_widest_cell():
+    assert aligned([["A", "BB"], ["ccc", "d"]]) == ["A    BB", "ccc  d"]
+    row = node_rows([fact("a")], [node("a", 8)], [], [])[0]
+    assert aligned([["NODE"] + ["X"] * (len(row_cells(row)) - 1), row_cells(row)])[1].startswith("a     8  ")
 
 
 def driver_daemonset(build, managed=True):
