@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Makes the site `antsibull-docs sphinx-init` wrote build without a network (make docs).
 
 The generated conf.py fetches the intersphinx inventories of docs.python.org, jinja.palletsprojects.com and
