@@ -288,6 +288,8 @@ class ClusterAPI:
             self._client = get_api_client(module).client
         except CoreException as error:
             raise TaskError('cannot create the Kubernetes API client: %s' % error)
+        except HTTPError as error:  # the client reads the API server's version as it is created
+            raise TaskError('cannot reach the API server: %s' % error)
 
     def request_counts(self):
         """Requests sent since this object was created, by HTTP verb."""

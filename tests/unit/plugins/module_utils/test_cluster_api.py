@@ -11,8 +11,8 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import api_exception
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import (
-    NODE_INFO, NODE_METADATA, POD_CELLS, POD_READINESS, APIError, ClusterAPI, _count_requests, node_from_table_row,
-    pod_from_table_row)
+    NODE_INFO, NODE_METADATA, POD_CELLS, POD_READINESS, APIError, ClusterAPI, TaskError, _count_requests,
+    node_from_table_row, pod_from_table_row)
 from ansible_collections.accelerators.gpu.plugins.module_utils.dtk import NOT_OPENSHIFT, STREAM_MISSING
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import node_facts
 from ansible_collections.accelerators.gpu.plugins.module_utils.stack_status import pod_readiness
@@ -438,3 +438,11 @@ def test_every_request_accepts_gzip(monkeypatch):
     assert sent[0][1]['Accept'] == 'application/json'
     assert sent[1][1]['Content-Type'] == 'application/merge-patch+json'
     assert [headers['Accept-Encoding'] for _method, headers in sent] == ['gzip', 'gzip']
+
+
+def test_an_api_server_that_cannot_be_reached_as_the_client_is_created_is_a_task_error(monkeypatch):
+    def unreachable(module):
+        raise urllib3.exceptions.MaxRetryError(None, '/version', 'Connection refused')
+    monkeypatch.setattr(k8s_client, 'get_api_client', unreachable)
+    with pytest.raises(TaskError, match='^cannot reach the API server: .*Connection refused'):
+        ClusterAPI(Module(False))
