@@ -67,7 +67,7 @@ def venv_of(combination):
     assert {p: versions[p] for p in ("ansible-core", "kubernetes", "pytest")} == {
         p: expected[p] for p in ("ansible-core", "kubernetes", "pytest")}, versions
     assert versions["python"].startswith(combination.python + "."), versions
-    assert versions["kubernetes.core"] == matrix.KUBERNETES_CORE["version"], versions
+    assert versions["kubernetes.core"] == combination.kubernetes_core, versions
     print("\n%s: %s" % (combination.name, ", ".join("%s %s" % item for item in sorted(versions.items()))))
     return venv
 

@@ -1,12 +1,12 @@
 """The support matrix: ansible-core, Python and kubernetes client combinations the collection is tested on.
 
-Each combination is a requirements file beside this module and a Python version. Its virtual environment is made on
+Each combination is a requirements file beside this module, a Python version and a kubernetes.core version. Its virtual environment is made on
 demand with an interpreter of that version found on this machine (PATH, /usr/bin, /usr/local/bin, pyenv's
 versions), cached outside the checkout like the default one (tools/ensure-venv.sh) and keyed by the requirements,
 the interpreter's exact version and the kubernetes.core pin. kubernetes.core is not on PyPI on its own and Galaxy may
-be out of reach: it is taken from the pinned `ansible` wheel (pip download --no-deps, once, cached) and copied into
-each environment's site-packages, where ansible-core and plain Python imports find it as they do in the default
-environment.
+be out of reach: it is taken from an `ansible` wheel that carries that version (pip download --no-deps, once per
+version, cached) and copied into the environment's site-packages, where ansible-core and plain Python imports find it
+as they do in the default environment.
 
 MATRIX selects the combinations: `ci` (the default: the oldest and the newest, which CI runs), `all`, or names
 separated by commas.
@@ -31,20 +31,25 @@ REPO = HERE.parents[1]
 CACHE = Path(os.environ.get("ACCEL_GPU_CACHE") or
              os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "accelerators-gpu"))
 
-# kubernetes.core 6.2.0, as the `ansible` 12.3.0 package of requirements.txt carries it.
-KUBERNETES_CORE = {"version": "6.2.0", "wheel": "ansible==12.3.0"}
+# kubernetes.core versions and an `ansible` release that carries each (its wheel is the only source on PyPI).
+# 6.1.0: the oldest 6.x on PyPI (ansible 12.0.0; 6.0.0 went out in no ansible release).
+# 6.2.0: the default environment's (ansible 12.3.0 in requirements.txt).
+# 6.6.0: the newest 6.x (ansible 14.5.0). ansible-core 2.20 and later need 6.3.0 or later for output without
+# deprecation warnings: kubernetes.core imported ansible.module_utils._text (deprecated, removed in ansible-core 2.24)
+# until 6.3.0 (its changelog: "Remove deprecated import from ansible.module_utils._text", pull 1053).
+KUBERNETES_CORE = {"6.1.0": "ansible==12.0.0", "6.2.0": "ansible==12.3.0", "6.6.0": "ansible==14.5.0"}
 
-Combination = collections.namedtuple("Combination", "name python requirements ci description")
+Combination = collections.namedtuple("Combination", "name python requirements kubernetes_core ci description")
 
 COMBINATIONS = [
-    Combination("oldest", "3.11", "oldest.txt", True,
-                "ansible-core 2.16, Python 3.11, kubernetes 24.2.0"),
-    Combination("core219-client37", "3.11", "core219-client37.txt", False,
-                "ansible-core 2.19, Python 3.11, kubernetes 37"),
-    Combination("core220-client37", "3.12", "core220-client37.txt", False,
-                "ansible-core 2.20, Python 3.12, kubernetes 37"),
-    Combination("newest", "3.13", "newest.txt", True,
-                "ansible-core 2.21, Python 3.13, kubernetes 37"),
+    Combination("oldest", "3.11", "oldest.txt", "6.1.0", True,
+                "ansible-core 2.16, Python 3.11, kubernetes 24.2.0, kubernetes.core 6.1.0"),
+    Combination("core219-client37", "3.11", "core219-client37.txt", "6.2.0", False,
+                "ansible-core 2.19, Python 3.11, kubernetes 37, kubernetes.core 6.2.0"),
+    Combination("core220-client37", "3.12", "core220-client37.txt", "6.6.0", False,
+                "ansible-core 2.20, Python 3.12, kubernetes 37, kubernetes.core 6.6.0"),
+    Combination("newest", "3.13", "newest.txt", "6.6.0", True,
+                "ansible-core 2.21, Python 3.13, kubernetes 37, kubernetes.core 6.6.0"),
 ]
 
 
@@ -124,9 +129,11 @@ def find_interpreter(version):
         version, ": " + "; ".join(tried) if tried else "")
 
 
-def kubernetes_core():
-    """The directory holding ansible_collections/kubernetes/core at the pinned version, extracted once."""
-    target = CACHE / ("kubernetes.core-%s" % KUBERNETES_CORE["version"])
+def kubernetes_core(version, pip):
+    """The directory holding ansible_collections/kubernetes/core at version, extracted once (pip: the pip of a Python
+    the `ansible` release installs on)."""
+    wheel_pin = KUBERNETES_CORE[version]
+    target = CACHE / ("kubernetes.core-%s" % version)
     collection = target / "ansible_collections" / "kubernetes" / "core"
     if (target / ".complete").exists():
         return target
@@ -135,19 +142,18 @@ def kubernetes_core():
             return target
         shutil.rmtree(target, ignore_errors=True)
         with tempfile.TemporaryDirectory(prefix="matrix-wheel-") as download:
-            subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "--no-deps",
-                            "-d", download, KUBERNETES_CORE["wheel"]], check=True, stdout=sys.stderr)
+            subprocess.run([str(pip), "download", "-q", "--disable-pip-version-check", "--no-deps",
+                            "-d", download, wheel_pin], check=True, stdout=sys.stderr)
             (wheel,) = glob.glob(os.path.join(download, "*.whl"))
             prefix = "ansible_collections/kubernetes/core/"
             with zipfile.ZipFile(wheel) as archive:
                 members = [m for m in archive.namelist() if m.startswith(prefix)]
                 if not members:
-                    raise MatrixError("%s carries no kubernetes.core" % KUBERNETES_CORE["wheel"])
+                    raise MatrixError("%s carries no kubernetes.core" % wheel_pin)
                 archive.extractall(target, members)
         manifest = json.loads((collection / "MANIFEST.json").read_text())["collection_info"]
-        if manifest["version"] != KUBERNETES_CORE["version"]:
-            raise MatrixError("%s carries kubernetes.core %s, not %s" % (
-                KUBERNETES_CORE["wheel"], manifest["version"], KUBERNETES_CORE["version"]))
+        if manifest["version"] != version:
+            raise MatrixError("%s carries kubernetes.core %s, not %s" % (wheel_pin, manifest["version"], version))
         (target / ".complete").touch()
     return target
 
@@ -173,7 +179,8 @@ def venv_path(combination, interpreter_version):
     digest = hashlib.sha256()
     digest.update((HERE / combination.requirements).read_bytes())
     digest.update(interpreter_version.encode())
-    digest.update(json.dumps(KUBERNETES_CORE, sort_keys=True).encode())
+    digest.update(("kubernetes.core %s from %s" % (combination.kubernetes_core,
+                                                   KUBERNETES_CORE[combination.kubernetes_core])).encode())
     return CACHE / ("matrix-%s-%s" % (combination.name, digest.hexdigest()[:16]))
 
 
@@ -196,7 +203,8 @@ def ensure_venv(combination, log=sys.stderr):
                         "-r", str(HERE / combination.requirements)], check=True, stdout=log)
         site = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()"
                                "['purelib'])"], check=True, capture_output=True, text=True).stdout.strip()
-        source = kubernetes_core() / "ansible_collections" / "kubernetes" / "core"
+        source = kubernetes_core(combination.kubernetes_core, venv / "bin" / "pip") / "ansible_collections" / \
+            "kubernetes" / "core"
         shutil.copytree(source, os.path.join(site, "ansible_collections", "kubernetes", "core"), symlinks=True)
         (venv / ".complete").touch()
     return venv
