@@ -114,6 +114,10 @@ AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages":
     {"level": "Metadata", "verbs": ["delete", "deletecollection"], "resources": [{"group": "", "resources": ["pods"]}]},
     {"level": "Metadata", "verbs": ["create"], "resources": [{"group": "", "resources": ["pods/eviction"]}]},
     {"level": "None"}]}
+# Every request at Metadata level (who, what, the answer), for tests of whose credentials reached which cluster.
+AUDIT_EVERY_REQUEST = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
+                       "rules": [{"level": "Metadata"}]}
+AUDIT_POLICIES = {"pods": AUDIT_POLICY, "requests": AUDIT_EVERY_REQUEST}
 
 
 class ControlPlane:
@@ -122,6 +126,9 @@ class ControlPlane:
     def __init__(self, state_dir=DEFAULT_STATE):
         self.state = Path(state_dir)
         self.kubeconfig = self.state / "kubeconfig"
+        # The automation's own user (cluster-admin, its own token and name), as a site gives Ansible an account of
+        # its own: the control plane's components and the tests' reads are user admin.
+        self.automation_kubeconfig = self.state / "automation.kubeconfig"
         self.info_file = self.state / "cluster.json"
 
     # -- state ---------------------------------------------------------------------------------
@@ -138,9 +145,10 @@ class ControlPlane:
         return bool(info) and all(_alive(pid) for pid in info["pids"].values())
 
     # -- start ---------------------------------------------------------------------------------
-    def up(self, flavour="openshift", bin_dir=None, heartbeat_seconds=30, simulator=True):
+    def up(self, flavour="openshift", bin_dir=None, heartbeat_seconds=30, simulator=True, audit="pods"):
         """Starts the control plane; without simulator, no one plays the GPU stack's pods (a benchmark that writes
-        their status itself)."""
+        their status itself). audit: what the API server's audit log records, the deletions and evictions of pods
+        ("pods"), or every request ("requests")."""
         if flavour not in FLAVOURS:
             raise ClusterError("unknown flavour %r: choose one of %s" % (flavour, ", ".join(FLAVOURS)))
         if self.running():
@@ -152,14 +160,18 @@ class ControlPlane:
         (self.state / "logs").mkdir(parents=True)
         pki = self.state / "pki"
         write_pki(pki)
-        token = secrets.token_hex(16)
-        (pki / "tokens.csv").write_text('%s,admin,admin-uid,"system:masters"\n' % token)
-
+        token, automation_token = secrets.token_hex(16), secrets.token_hex(16)
         ports = {name: free_port() for name in ("etcd", "etcd_peer", "apiserver")}
+        automation_user = "automation-%d" % ports["apiserver"]
+        (pki / "tokens.csv").write_text('%s,admin,admin-uid,"system:masters"\n%s,%s,%s-uid,"system:masters"\n' % (
+            token, automation_token, automation_user, automation_user))
         server = "https://127.0.0.1:%d" % ports["apiserver"]
         self.kubeconfig.write_text(yaml.safe_dump(kubeconfig(server, pki / "ca.crt", token)))
+        self.automation_kubeconfig.write_text(yaml.safe_dump(kubeconfig(server, pki / "ca.crt", automation_token,
+                                                                        user=automation_user)))
         info = {"flavour": flavour, "server": server, "ports": ports, "pids": {},
-                "kubeconfig": str(self.kubeconfig), "bin_dir": str(bin_dir)}
+                "kubeconfig": str(self.kubeconfig), "bin_dir": str(bin_dir),
+                "automation": {"user": automation_user, "kubeconfig": str(self.automation_kubeconfig)}}
         self._save(info)
 
         # etcd's data is disposable: keep it in memory where possible, fsyncs dominate start-up otherwise.
@@ -168,7 +180,7 @@ class ControlPlane:
         info["etcd_data"] = str(etcd_data)
         # Tests read how pods went: deleted, or evicted through the Eviction API (PodDisruptionBudgets held).
         audit_policy = self.state / "audit-policy.yaml"
-        audit_policy.write_text(yaml.safe_dump(AUDIT_POLICY))
+        audit_policy.write_text(yaml.safe_dump(AUDIT_POLICIES[audit]))
         info["audit_log"] = str(self.state / "logs" / "audit.log")
         etcd_url = "http://127.0.0.1:%d" % ports["etcd"]
         peer_url = "http://127.0.0.1:%d" % ports["etcd_peer"]

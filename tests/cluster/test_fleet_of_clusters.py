@@ -1,0 +1,258 @@
+"""A fleet of three clusters in one inventory (localcluster.clusters: three local control planes at once, two OpenShift
+on different RHCOS builds and one Kubernetes, two GPU nodes each), every playbook run reaching each cluster with its
+own credentials from the inventory alone (no KUBECONFIG, no K8S_AUTH_* in the environment): a deploy of all three in
+one run, no-op reconciles over three and one, clusters that cannot be reached failing alone or stopping a fleet
+rollout, a driver change rolled out canary first, and one stopped by a driver fault in its second batch's cluster with
+the third left exactly as it was. Each API server's audit log records every request: credentials of one cluster never
+reach another, and no run prints a token. One story, in order, on one fleet: the clusters are the expensive part.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import kubernetes
+import pytest
+import yaml
+
+from gpu_fleet import RHCOS_416, RHCOS_96
+from localcluster import clusters, controlplane
+from playbook import COLLECTIONS
+
+OLD, NEW, BAD = "570.172.08", "580.95.05", "575.64.05"
+STATE = "nvidia.com/gpu-driver-upgrade-state"
+DRIVER_SELECTOR = "app.kubernetes.io/component=nvidia-driver"
+REGISTRY = ["nvcr.io/nvidia/*", "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:*", "registry.k8s.io/*",
+            "registry.redhat.io/*"]
+GPU = {"product": "NVIDIA-A100-SXM4-80GB", "count": 2}
+# What every cluster gets: its stack in the default namespace, NFD's labels already on the simulated nodes, the
+# rollout one node at a time, no workload validations (the driver's, CUDA's and the device plugin's stay).
+GROUP_VARS = {"nfd_install": "never", "common_wait_timeout": 180, "driver_upgrade_max_parallel": 1,
+              "driver_upgrade_poll": 1, "container_toolkit_validate": False, "device_plugin_validate_workload": False}
+
+
+def specs():
+    """ocp-a (RHCOS 4.16), ocp-b (RHCOS 9.6; one node cannot load driver BAD) and k8s-c (Ubuntu)."""
+    def spec(name, nodes, **extra):
+        return dict({"name": name, "registry": REGISTRY, "openshift": {"version": "4.18.22"}, "nodes": nodes},
+                    **extra)
+    return [
+        ("ocp-a", "openshift", spec("ocp-a", [dict(name="gpu-a", count=2, gpu=GPU, os={"rhcos": RHCOS_416})])),
+        ("ocp-b", "openshift", spec("ocp-b", [
+            dict(name="gpu-b", gpu=GPU, os={"rhcos": RHCOS_96, "openshift": "4.21"}),
+            dict(name="gpu-b-faulty", gpu=GPU, os={"rhcos": RHCOS_96, "openshift": "4.21"},
+                 faults={"driver_fails_for": BAD})])),
+        ("k8s-c", "kubernetes", {key: value for key, value in spec(
+            "k8s-c", [dict(name="gpu-c", count=2, gpu=GPU, os={"ubuntu": "22.04"})]).items() if key != "openshift"}),
+    ]
+
+
+class FleetRun:
+    """An ansible-playbook run of a collection playbook over an inventory of clusters: its JSON report by host."""
+
+    def __init__(self, process, seconds, cpu_seconds):
+        self.process = process
+        self.seconds = seconds
+        self.cpu_seconds = cpu_seconds
+        try:
+            self.report = json.loads(process.stdout)
+        except ValueError:
+            raise AssertionError("no JSON report (rc=%d)\nstdout: %s\nstderr: %s" % (
+                process.returncode, process.stdout[-3000:], process.stderr[-3000:]))
+
+    @property
+    def output(self):
+        return self.process.stdout + self.process.stderr
+
+    def batches(self):
+        """The hosts of each batch, in order (a serial play reports one play per batch)."""
+        return [sorted({host for task in play["tasks"] for host in task["hosts"]}) for play in self.report["plays"]]
+
+    def failures(self):
+        """{cluster: message of the task that failed it}."""
+        found = {}
+        for play in self.report["plays"]:
+            for task in play["tasks"]:
+                for host, result in task["hosts"].items():
+                    if result.get("failed") and not result.get("ignore_errors"):
+                        found[host] = result.get("msg")
+        return found
+
+    def stats(self):
+        return self.report["stats"]
+
+
+def run(playbook, inventory, tmp_path, variables=None, limit=None):
+    path = tmp_path / ("inventory-%s.yml" % os.urandom(3).hex())
+    path.write_text(yaml.safe_dump(inventory, sort_keys=False))  # the order of the hosts is the order of the batches
+    # Nothing in the environment names a cluster: each host's credentials come from the inventory.
+    env = {name: value for name, value in os.environ.items()
+           if not name.startswith("K8S_AUTH_") and name != "KUBECONFIG"}
+    env.update(ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+               ANSIBLE_SHOW_CUSTOM_STATS="true", HOME=str(tmp_path))
+    command = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(path),
+               "accelerators.gpu." + playbook, "-e", json.dumps(variables or {})] + (["--limit", limit] if limit else [])
+    before = os.times()
+    started = time.monotonic()
+    process = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200, check=False)
+    seconds = time.monotonic() - started
+    after = os.times()
+    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    print("%s over %s%s: %.1fs wall, %.1fs CPU, rc=%d" % (playbook, ", ".join(inventory["gpu_clusters"]["hosts"]),
+                                                         " (limit %s)" % limit if limit else "", seconds, cpu,
+                                                         process.returncode))
+    return FleetRun(process, seconds, cpu)
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fleet-of-clusters")
+    members = clusters.start(root, specs())
+    outputs = []
+    try:
+        yield members, outputs
+    finally:
+        clusters.stop(member.plane.state for member in members)
+    # Whatever ran, no token of any cluster was printed.
+    secrets = [token for member in members for token in member.tokens()]
+    assert not [token for token in secrets if any(token in output for output in outputs)]
+
+
+def core(member):
+    return kubernetes.client.CoreV1Api(member.client)
+
+
+def driver_images(member):
+    pods = core(member).list_namespaced_pod("nvidia-gpu-operator", label_selector=DRIVER_SELECTOR).items
+    return {pod.spec.node_name: pod.spec.containers[0].image for pod in pods if not pod.metadata.deletion_timestamp}
+
+
+def snapshot(member):
+    """Everything a driver rollout could change: the driver DaemonSets as stored, the nodes' labels and annotations
+    (upgrade states among them), their schedulability, and the driver pods."""
+    apps = kubernetes.client.AppsV1Api(member.client)
+    daemonsets = apps.list_namespaced_daemon_set("nvidia-gpu-operator", label_selector=DRIVER_SELECTOR).items
+    nodes = [core(member).read_node(name) for name in member.node_names]
+    return ({ds.metadata.name: (ds.metadata.resource_version, member.client.sanitize_for_serialization(ds.spec))
+             for ds in daemonsets},
+            {node.metadata.name: (node.metadata.labels, node.metadata.annotations, node.spec.unschedulable)
+             for node in nodes},
+            sorted(pod.metadata.uid for pod in core(member).list_namespaced_pod(
+                "nvidia-gpu-operator", label_selector=DRIVER_SELECTOR).items))
+
+
+def audit_users(member):
+    """{(user, HTTP status class): requests} of the cluster's audit log."""
+    counts = {}
+    with open(os.path.join(member.plane.state, "logs", "audit.log")) as log:
+        for line in log:
+            event = json.loads(line)
+            key = ((event.get("user") or {}).get("username"), (event.get("responseStatus") or {}).get("code", 0) // 100)
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def test_a_fleet_of_three_clusters_from_one_inventory(fleet, tmp_path):
+    members, outputs = fleet
+    inventory = clusters.inventory(members, **GROUP_VARS)
+    names = [member.name for member in members]
+
+    # One run deploys the three clusters, in parallel.
+    deployed = run("deploy", inventory, tmp_path)
+    outputs.append(deployed.output)
+    assert deployed.process.returncode == 0 and deployed.failures() == {}, deployed.output[-3000:]
+    for member in members:
+        assert set(driver_images(member)) == set(member.node_names), member.name
+        for name in member.node_names:
+            assert core(member).read_node(name).status.allocatable.get("nvidia.com/gpu") == "2", (member.name, name)
+
+    # A no-op reconcile over the three, then over one.
+    fleet_noop = run("reconcile", inventory, tmp_path)
+    one_noop = run("reconcile", inventory, tmp_path, limit="ocp-a")
+    outputs.extend([fleet_noop.output, one_noop.output])
+    assert {host: stats["changed"] for host, stats in fleet_noop.stats().items()} == dict.fromkeys(names, 0)
+    assert {host: stats["changed"] for host, stats in one_noop.stats().items()} == {"ocp-a": 0}
+    print("no-op reconcile: 3 clusters %.1fs wall %.1fs CPU, 1 cluster %.1fs wall %.1fs CPU" % (
+        fleet_noop.seconds, fleet_noop.cpu_seconds, one_noop.seconds, one_noop.cpu_seconds))
+
+    # Each cluster saw its own automation user, its components' admin and the API server's own loopback client, and no
+    # one else: credentials of another cluster would have been refused, a request logged without any of these users.
+    for member in members:
+        users = audit_users(member)
+        assert {user for user, _status in users} == {"admin", "system:apiserver", member.automation_user}, (
+            member.name, users)
+        assert users.get((member.automation_user, 2), 0) > 0, users
+
+
+def test_unreachable_clusters_fail_alone_and_stop_a_fleet_rollout(fleet, tmp_path):
+    members, outputs = fleet
+    ocp_a, ocp_b, k8s_c = members
+    hosts = clusters.inventory(members, **GROUP_VARS)["gpu_clusters"]["hosts"]
+    unreachable = {
+        "api-down": {"gpu_cluster_api_host": "https://127.0.0.1:%d" % controlplane.free_port(),
+                     "gpu_cluster_api_key": ocp_a.automation_token, "gpu_cluster_ca_cert": ocp_a.ca_file},
+        "wrong-ca": {"gpu_cluster_api_host": ocp_a.server, "gpu_cluster_api_key": ocp_a.automation_token,
+                     "gpu_cluster_ca_cert": k8s_c.ca_file},
+        "expired-token": {"gpu_cluster_api_host": k8s_c.server, "gpu_cluster_api_key": os.urandom(16).hex(),
+                          "gpu_cluster_ca_cert": k8s_c.ca_file},
+    }
+    causes = {"api-down": "cannot reach the API server", "wrong-ca": "CERTIFICATE_VERIFY_FAILED",
+              "expired-token": "401"}
+
+    def inventory(*names):
+        return {"gpu_clusters": {"hosts": {name: hosts.get(name) or unreachable[name] for name in names},
+                                 "vars": GROUP_VARS}}
+
+    # Without a fleet setting every cluster runs: the reachable ones complete, each unreachable one fails, named.
+    spread = run("reconcile", inventory("ocp-a", "api-down", "wrong-ca", "expired-token", "ocp-b"), tmp_path)
+    outputs.append(spread.output)
+    failures = spread.failures()
+    assert spread.process.returncode != 0 and sorted(failures) == sorted(unreachable), failures
+    for name, cause in causes.items():
+        assert cause in failures[name], (name, failures[name])
+    stats = spread.stats()
+    assert stats["ocp-a"]["failures"] == stats["ocp-b"]["failures"] == 0
+    assert stats["ocp-a"]["changed"] == stats["ocp-b"]["changed"] == 0
+
+    # With one, the unreachable cluster of the second batch stops the fleet: the third batch never starts.
+    stopped = run("reconcile", inventory("ocp-a", "api-down", "ocp-b"), tmp_path,
+                  variables={"gpu_fleet_serial": [1, 1]})
+    outputs.append(stopped.output)
+    assert stopped.batches() == [["ocp-a"], ["api-down"]], stopped.batches()
+    assert stopped.process.returncode != 0 and list(stopped.failures()) == ["api-down"]
+    assert "ocp-b" not in stopped.stats()
+
+
+def test_a_driver_change_goes_to_the_canary_first_and_a_fault_stops_the_fleet(fleet, tmp_path):
+    members, outputs = fleet
+    ocp_a, ocp_b, k8s_c = members
+    inventory = clusters.inventory(members, **GROUP_VARS)
+
+    # The canary cluster, then the other two together.
+    canary = run("driver_upgrade", inventory, tmp_path,
+                 variables={"common_driver_version": NEW, "gpu_fleet_serial": [1, 2]})
+    outputs.append(canary.output)
+    assert canary.process.returncode == 0, canary.output[-3000:]
+    assert canary.batches() == [["ocp-a"], ["k8s-c", "ocp-b"]]
+    for member in members:
+        assert all(NEW in image for image in driver_images(member).values()), driver_images(member)
+        assert {core(member).read_node(name).metadata.labels.get(STATE) for name in member.node_names} == {
+            "upgrade-done"}, member.name
+
+    # Driver BAD fails on one node of ocp-b, the second batch: the third cluster is exactly as it was.
+    before = snapshot(k8s_c)
+    faulty = run("driver_upgrade", inventory, tmp_path,
+                 variables={"common_driver_version": BAD, "gpu_fleet_serial": [1, 1]})
+    outputs.append(faulty.output)
+    assert faulty.process.returncode != 0
+    assert faulty.batches() == [["ocp-a"], ["ocp-b"]], faulty.batches()
+    failures = faulty.failures()
+    bad_node = [name for name in ocp_b.node_names if "faulty" in name][0]
+    assert list(failures) == ["ocp-b"] and bad_node in failures["ocp-b"], failures
+    assert "does not load" in failures["ocp-b"], failures["ocp-b"]
+    assert "k8s-c" not in faulty.stats()
+    assert all(BAD in image for image in driver_images(ocp_a).values())
+    assert core(ocp_b).read_node(bad_node).metadata.labels.get(STATE) == "upgrade-failed"
+    assert snapshot(k8s_c) == before
