@@ -118,8 +118,7 @@ class Demo:
 
 def _groups(spec):
     for group in spec["nodes"]:
-        for _ in range(int(group.get("count", 1))):
-            yield group
+        yield from [group] * int(group.get("count", 1))
 
 
 @pytest.fixture(scope="module")
