@@ -11,7 +11,7 @@ export PATH := $(BIN):$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PYTHONPATH := $(COLLECTIONS):$(CURDIR)/tools
 
-.PHONY: help deps collection test lint sanity build pytest matrix demo down clean bundle bench bench-modules bench-deploy bench-upgrade docs docs-lint docs-src
+.PHONY: help deps collection test lint sanity build pytest matrix demo down clean bundle bench bench-modules bench-deploy bench-upgrade bench-fleet docs docs-lint docs-src
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -89,7 +89,7 @@ demo: deps collection ## start the simulated OpenShift cluster with a mixed flee
 	KUBECONFIG=$(CURDIR)/.cluster/kubeconfig ansible-playbook -i localhost, accelerators.gpu.status
 	@echo; echo "The cluster keeps running: export KUBECONFIG=$(CURDIR)/.cluster/kubeconfig; stop it with: make down"
 
-bench: bench-modules bench-deploy bench-upgrade ## the benchmarks below
+bench: bench-modules bench-deploy bench-upgrade bench-fleet ## the benchmarks below
 
 bench-modules: deps collection ## module speed, memory and bytes read on BENCH_NODES (5000) simulated nodes, beside the kubernetes.core peer; BENCH_SCALE=1000,5000,10000: modules only, per size
 	python bench/bench_driver_planning.py
@@ -99,6 +99,9 @@ bench-deploy: deps collection ## deploy playbook on 100 GPU nodes, first and no-
 
 bench-upgrade: deps collection ## driver rollout on 12 GPU nodes (20 s builds): per-node overhead, beside a kubernetes.core-only peer
 	python bench/bench_driver_upgrade.py
+
+bench-fleet: deps collection ## no-op reconcile over 1 and 3 clusters in one inventory (3 local control planes), beside a run per cluster
+	python bench/bench_fleet.py
 
 bundle: collection ## offline install bundle: the collection, kubernetes.core and the runtime wheels (.build/bundle/)
 	bash tools/bundle/make-bundle.sh

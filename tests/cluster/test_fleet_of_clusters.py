@@ -24,29 +24,14 @@ from playbook import COLLECTIONS
 OLD, NEW, BAD = "570.172.08", "580.95.05", "575.64.05"
 STATE = "nvidia.com/gpu-driver-upgrade-state"
 DRIVER_SELECTOR = "app.kubernetes.io/component=nvidia-driver"
-REGISTRY = ["nvcr.io/nvidia/*", "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:*", "registry.k8s.io/*",
-            "registry.redhat.io/*"]
-GPU = {"product": "NVIDIA-A100-SXM4-80GB", "count": 2}
-# What every cluster gets: its stack in the default namespace, NFD's labels already on the simulated nodes, the
-# rollout one node at a time, no workload validations (the driver's, CUDA's and the device plugin's stay).
-GROUP_VARS = {"nfd_install": "never", "common_wait_timeout": 180, "driver_upgrade_max_parallel": 1,
-              "driver_upgrade_poll": 1, "container_toolkit_validate": False, "device_plugin_validate_workload": False}
 
 
 def specs():
     """ocp-a (RHCOS 4.16), ocp-b (RHCOS 9.6; one node cannot load driver BAD) and k8s-c (Ubuntu)."""
-    def spec(name, nodes, **extra):
-        return dict({"name": name, "registry": REGISTRY, "openshift": {"version": "4.18.22"}, "nodes": nodes},
-                    **extra)
-    return [
-        ("ocp-a", "openshift", spec("ocp-a", [dict(name="gpu-a", count=2, gpu=GPU, os={"rhcos": RHCOS_416})])),
-        ("ocp-b", "openshift", spec("ocp-b", [
-            dict(name="gpu-b", gpu=GPU, os={"rhcos": RHCOS_96, "openshift": "4.21"}),
-            dict(name="gpu-b-faulty", gpu=GPU, os={"rhcos": RHCOS_96, "openshift": "4.21"},
-                 faults={"driver_fails_for": BAD})])),
-        ("k8s-c", "kubernetes", {key: value for key, value in spec(
-            "k8s-c", [dict(name="gpu-c", count=2, gpu=GPU, os={"ubuntu": "22.04"})]).items() if key != "openshift"}),
-    ]
+    return [("ocp-a", "openshift", clusters.small_fleet("ocp-a", {"rhcos": RHCOS_416})),
+            ("ocp-b", "openshift", clusters.small_fleet("ocp-b", {"rhcos": RHCOS_96, "openshift": "4.21"},
+                                                        faulty={"driver_fails_for": BAD})),
+            ("k8s-c", "kubernetes", clusters.small_fleet("k8s-c", {"ubuntu": "22.04"}))]
 
 
 class FleetRun:
@@ -156,7 +141,7 @@ def audit_users(member):
 
 def test_a_fleet_of_three_clusters_from_one_inventory(fleet, tmp_path):
     members, outputs = fleet
-    inventory = clusters.inventory(members, **GROUP_VARS)
+    inventory = clusters.inventory(members)
     names = [member.name for member in members]
 
     # One run deploys the three clusters, in parallel.
@@ -189,7 +174,7 @@ def test_a_fleet_of_three_clusters_from_one_inventory(fleet, tmp_path):
 def test_unreachable_clusters_fail_alone_and_stop_a_fleet_rollout(fleet, tmp_path):
     members, outputs = fleet
     ocp_a, ocp_b, k8s_c = members
-    hosts = clusters.inventory(members, **GROUP_VARS)["gpu_clusters"]["hosts"]
+    hosts = clusters.inventory(members)["gpu_clusters"]["hosts"]
     unreachable = {
         "api-down": {"gpu_cluster_api_host": "https://127.0.0.1:%d" % controlplane.free_port(),
                      "gpu_cluster_api_key": ocp_a.automation_token, "gpu_cluster_ca_cert": ocp_a.ca_file},
@@ -203,7 +188,7 @@ def test_unreachable_clusters_fail_alone_and_stop_a_fleet_rollout(fleet, tmp_pat
 
     def inventory(*names):
         return {"gpu_clusters": {"hosts": {name: hosts.get(name) or unreachable[name] for name in names},
-                                 "vars": GROUP_VARS}}
+                                 "vars": clusters.GROUP_VARS}}
 
     # Without a fleet setting every cluster runs: the reachable ones complete, each unreachable one fails, named.
     spread = run("reconcile", inventory("ocp-a", "api-down", "wrong-ca", "expired-token", "ocp-b"), tmp_path)
@@ -228,7 +213,7 @@ def test_unreachable_clusters_fail_alone_and_stop_a_fleet_rollout(fleet, tmp_pat
 def test_a_driver_change_goes_to_the_canary_first_and_a_fault_stops_the_fleet(fleet, tmp_path):
     members, outputs = fleet
     ocp_a, ocp_b, k8s_c = members
-    inventory = clusters.inventory(members, **GROUP_VARS)
+    inventory = clusters.inventory(members)
 
     # The canary cluster, then the other two together.
     canary = run("driver_upgrade", inventory, tmp_path,

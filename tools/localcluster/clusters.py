@@ -12,6 +12,27 @@ import yaml
 
 from . import api, controlplane, fleet
 
+# The simulated registry: NVIDIA's images (the collection's defaults), the DTK images, NFD's.
+REGISTRY = ["nvcr.io/nvidia/*", "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:*", "registry.k8s.io/*",
+            "registry.redhat.io/*"]
+GPU = {"product": "NVIDIA-A100-SXM4-80GB", "count": 2}
+# What every cluster of such a fleet gets from the inventory: its stack in the default namespace, NFD's labels already
+# on the simulated nodes, a driver rollout one node at a time, no workload validations (the driver's, CUDA's and the
+# device plugin's stay).
+GROUP_VARS = {"nfd_install": "never", "common_wait_timeout": 180, "driver_upgrade_max_parallel": 1,
+              "driver_upgrade_poll": 1, "container_toolkit_validate": False, "device_plugin_validate_workload": False}
+
+
+def small_fleet(name, os_spec, faulty=None):
+    """The fleet spec of cluster name: two GPU nodes of os_spec ({rhcos: build, openshift: minor} on OpenShift, {ubuntu:
+    version} on Kubernetes); faulty: the faults of the second node (fleet.FAULTS), which is then named <name>-faulty."""
+    second = dict(name="%s-faulty" % name, gpu=GPU, os=os_spec, faults=faulty) if faulty else None
+    nodes = [dict(name=name, count=1 if second else 2, gpu=GPU, os=os_spec)] + ([second] if second else [])
+    spec = {"name": name, "registry": REGISTRY, "nodes": nodes}
+    if "rhcos" in os_spec:
+        spec["openshift"] = {"version": "4.18.22"}
+    return spec
+
 
 class Member:
     """One cluster of the fleet: its name (the inventory host), control plane, client (user admin) and nodes."""
@@ -66,6 +87,7 @@ def stop(state_dirs):
 
 
 def inventory(members, **group_vars):
-    """An inventory of the members in group gpu_clusters, each host with its connection variables."""
+    """An inventory of the members in group gpu_clusters, in order, each host with its connection variables; the
+    group's variables GROUP_VARS and group_vars."""
     return {"gpu_clusters": {"hosts": {member.name: member.connection(index) for index, member in enumerate(members)},
-                             "vars": group_vars}}
+                             "vars": dict(GROUP_VARS, **group_vars)}}
