@@ -69,14 +69,14 @@ class FleetRun:
         return self.report["stats"]
 
 
-def run(playbook, inventory, tmp_path, variables=None, limit=None):
+def run(playbook, inventory, tmp_path, variables=None, limit=None, extra_env=None):
     path = tmp_path / ("inventory-%s.yml" % os.urandom(3).hex())
     path.write_text(yaml.safe_dump(inventory, sort_keys=False))  # the order of the hosts is the order of the batches
     # Nothing in the environment names a cluster: each host's credentials come from the inventory.
     env = {name: value for name, value in os.environ.items()
            if not name.startswith("K8S_AUTH_") and name != "KUBECONFIG"}
     env.update(ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
-               ANSIBLE_SHOW_CUSTOM_STATS="true", HOME=str(tmp_path))
+               ANSIBLE_SHOW_CUSTOM_STATS="true", HOME=str(tmp_path), **(extra_env or {}))
     command = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(path),
                "accelerators.gpu." + playbook, "-e", json.dumps(variables or {})] + (["--limit", limit] if limit else [])
     before = os.times()
@@ -200,6 +200,17 @@ def test_unreachable_clusters_fail_alone_and_stop_a_fleet_rollout(fleet, tmp_pat
     stats = spread.stats()
     assert stats["ocp-a"]["failures"] == stats["ocp-b"]["failures"] == 0
     assert stats["ocp-a"]["changed"] == stats["ocp-b"]["changed"] == 0
+
+    # Another cluster's token in the environment, or an API host without a token of its own (kubernetes.core would
+    # fill it from the environment or the default kubeconfig): refused for each such cluster before any request.
+    requests_before = audit_users(ocp_a)
+    mixed = run("status", inventory("ocp-a", "ocp-b"), tmp_path, extra_env={"K8S_AUTH_API_KEY": k8s_c.automation_token})
+    no_token = run("status", {"gpu_clusters": {"hosts": {"ocp-a": {
+        "gpu_cluster_api_host": ocp_a.server, "gpu_cluster_ca_cert": ocp_a.ca_file}}}}, tmp_path)
+    outputs.extend([mixed.output, no_token.output])
+    assert sorted(mixed.failures()) == ["ocp-a", "ocp-b"] and "K8S_AUTH_API_KEY" in mixed.failures()["ocp-a"]
+    assert "gpu_cluster_api_host needs gpu_cluster_api_key" in no_token.failures()["ocp-a"], no_token.failures()
+    assert audit_users(ocp_a) == requests_before
 
     # With one, the unreachable cluster of the second batch stops the fleet: the third batch never starts.
     stopped = run("reconcile", inventory("ocp-a", "api-down", "ocp-b"), tmp_path,
