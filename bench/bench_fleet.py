@@ -42,8 +42,8 @@ def run_playbook(inventory, playbook, limit=None):
     process = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     seconds, after = time.monotonic() - started, os.times()
     if process.returncode != 0:
-        raise SystemExit("%s failed (rc=%d):\n%s%s" % (playbook, process.returncode, process.stdout[-3000:],
-                                                      process.stderr[-3000:]))
+        raise SystemExit("%s failed (rc=%d):\n%s%s" % (
+            playbook, process.returncode, process.stdout[-3000:], process.stderr[-3000:]))
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
     return seconds, cpu, json.loads(process.stdout)["stats"]
 

@@ -81,7 +81,7 @@ def run_fleet_job(workdir, clusters, tokens, namespace):
 
 
 def test_status_of_two_clusters_with_tokens_from_one_credential(cluster, kubernetes_cluster, namespace, make_fleet,
-                                                                 tmp_path):
+                                                                tmp_path):
     ocp = fleet_spec("ar-ocp", {"rhcos": RHCOS_416}, openshift=True)
     k8s = fleet_spec("ar-k8s", {"ubuntu": "22.04"}, openshift=False)
     [ocp_node] = make_fleet(ocp).node_names

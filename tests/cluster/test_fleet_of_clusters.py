@@ -85,9 +85,9 @@ def run(playbook, inventory, tmp_path, variables=None, limit=None, extra_env=Non
     seconds = time.monotonic() - started
     after = os.times()
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
-    print("%s over %s%s: %.1fs wall, %.1fs CPU, rc=%d" % (playbook, ", ".join(inventory["gpu_clusters"]["hosts"]),
-                                                         " (limit %s)" % limit if limit else "", seconds, cpu,
-                                                         process.returncode))
+    print("%s over %s%s: %.1fs wall, %.1fs CPU, rc=%d" % (
+        playbook, ", ".join(inventory["gpu_clusters"]["hosts"]), " (limit %s)" % limit if limit else "", seconds, cpu,
+        process.returncode))
     return FleetRun(process, seconds, cpu)
 
 
