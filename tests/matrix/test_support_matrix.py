@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -197,39 +198,64 @@ def allocatable(demo):
 
 class Playbooks:
     """Runs the collection's playbooks with a combination's ansible-playbook, as the README's commands do (-i
-    localhost, the default output), and keeps each run's output, time and warnings."""
+    localhost, the default output), and keeps each run's output, time and warnings. Each run's output goes to a log
+    in logs, every line stamped with the seconds since the run started, and its slowest tasks are printed."""
 
-    def __init__(self, combination, venv, demo):
+    def __init__(self, combination, venv, demo, logs):
         self.combination = combination
         self.env = environment(venv, KUBECONFIG=demo.kubeconfig, K8S_AUTH_KUBECONFIG=demo.kubeconfig)
         self.ansible_playbook = str(venv / "bin" / "ansible-playbook")
+        self.logs = logs
         self.warnings = []
         self.timings = []
 
-    def run(self, name, *extra):
+    def run(self, name, *extra, check=True):
+        """The run's output (stdout and stderr as one stream); with check, asserts its return code is 0."""
+        log = self.logs / ("%s-%d-%s.log" % (self.combination.name, len(self.timings) + 1, name))
         started = time.monotonic()
-        process = subprocess.run([self.ansible_playbook, "-i", "localhost,", "accelerators.gpu." + name] + list(extra),
-                                 env=self.env, cwd=ROOT, capture_output=True, text=True, timeout=PLAYBOOK_TIMEOUT,
-                                 check=False)
+        stamped = []
+        with subprocess.Popen([self.ansible_playbook, "-i", "localhost,", "accelerators.gpu." + name] + list(extra),
+                              env=self.env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True) as process, open(log, "w", encoding="utf-8") as out:
+            watchdog = threading.Timer(PLAYBOOK_TIMEOUT, process.kill)
+            watchdog.start()
+            try:
+                for line in process.stdout:
+                    stamped.append((time.monotonic() - started, line))
+                    out.write("%7.1f %s" % stamped[-1])
+                returncode = process.wait()
+            finally:
+                watchdog.cancel()
         seconds = time.monotonic() - started
-        warnings = [line.strip() for line in (process.stdout + process.stderr).splitlines()
+        output = "".join(line for _stamp, line in stamped)
+        warnings = [line.strip() for line in output.splitlines()
                     if "[WARNING]" in line or "[DEPRECATION WARNING]" in line]
         self.warnings += ["%s: %s" % (name, line) for line in warnings]
-        self.timings.append("%s %.1fs rc=%d" % (" ".join([name] + list(extra)), seconds, process.returncode))
-        print("%s: %s" % (self.combination.name, self.timings[-1]))
+        self.timings.append("%s %.1fs rc=%d" % (" ".join([name] + list(extra)), seconds, returncode))
+        print("%s: %s (%s); slowest tasks: %s" % (self.combination.name, self.timings[-1], log, "; ".join(
+            "%.1fs %s" % task for task in slowest_tasks(stamped, seconds))))
         for line in warnings:
             print("    " + line)
-        assert process.returncode == 0, "%s %s failed (rc=%d)\nstdout: %s\nstderr: %s" % (
-            self.combination.name, name, process.returncode, process.stdout[-5000:], process.stderr[-3000:])
-        return process
+        assert not check or returncode == 0, "%s %s failed (rc=%d, log %s)\n%s" % (
+            self.combination.name, name, returncode, log, output[-8000:])
+        return output
+
+
+def slowest_tasks(stamped, seconds, count=3):
+    """[(seconds, task name)] of the count slowest tasks of a run's stamped output lines: from a task's header line to
+    the next header (or the end of the run)."""
+    starts = [(stamp, line.strip().split("TASK [", 1)[1].split("]", 1)[0]) for stamp, line in stamped
+              if line.startswith("TASK [")]
+    ends = [stamp for stamp, _name in starts[1:]] + [seconds]
+    return sorted(((end - start, name) for (start, name), end in zip(starts, ends)), reverse=True)[:count]
 
 
 @pytest.mark.parametrize("combination", COMBINATIONS, ids=[c.name for c in COMBINATIONS])
-def test_smoke_deploy_driver_rollout_status_uninstall(combination, demo):
+def test_smoke_deploy_driver_rollout_status_uninstall(combination, demo, tmp_path):
     venv = venv_of(combination)
     before_objects, before_labels = objects(demo), node_labels(demo)
     assert driver_daemonsets(demo) == [], "a previous smoke left the stack installed"
-    playbooks = Playbooks(combination, venv, demo)
+    playbooks = Playbooks(combination, venv, demo, tmp_path)
     uninstalled = False
     try:
         # Deploy: one driver DaemonSet per RHCOS build of the GPU nodes that take a driver pod, the driver Ready on
@@ -257,7 +283,7 @@ def test_smoke_deploy_driver_rollout_status_uninstall(combination, demo):
         assert not any(demo.core.read_node(node).spec.unschedulable for node in demo.gpus)
 
         # Status: the table has a row for every GPU node, with its GPU count, and the driven ones' upgrade done.
-        status = playbooks.run("status").stdout
+        status = playbooks.run("status")
         table = status[status.index("Print the status table"):]
         for node, count in demo.gpus.items():
             rows = [line for line in table.splitlines() if re.match(r'\W*%s\s+%d\s' % (re.escape(node), count), line)]
@@ -279,8 +305,7 @@ def test_smoke_deploy_driver_rollout_status_uninstall(combination, demo):
     finally:
         if not uninstalled:
             # Leave the shared cluster clean for the next combination, whatever failed above.
-            subprocess.run([playbooks.ansible_playbook, "-i", "localhost,", "accelerators.gpu.uninstall"],
-                           env=playbooks.env, cwd=ROOT, capture_output=True, timeout=PLAYBOOK_TIMEOUT, check=False)
+            playbooks.run("uninstall", check=False)
         print("%s smoke: %s" % (combination.name, "; ".join(playbooks.timings)))
     # A clean run carries no warning, deprecations included: they reach the user's terminal.
     assert not playbooks.warnings, "\n".join(playbooks.warnings)
