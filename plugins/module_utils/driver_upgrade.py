@@ -155,7 +155,7 @@ def rollout_plan(states, max_parallel, max_unavailable):
         'waiting': waiting,
         'in_progress': in_progress,
         'upgrade_failed': [s['name'] for s in states if s['state'] == UPGRADE_FAILED],
-        'skipped': skipped,
+        'skipped_nodes': skipped,
         'unavailable': [s['name'] for s in states if not s['available']],
         'unknown': [s['name'] for s in states if not s['revision_known']],
         'wave': in_progress + starting,

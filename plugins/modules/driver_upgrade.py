@@ -200,7 +200,7 @@ failures:
   returned: action upgrade or complete
   type: list
   elements: dict
-skipped:
+skipped_nodes:
   description: Outdated nodes labelled C(nvidia.com/gpu-driver-upgrade.skip=true).
   returned: action plan
   type: list

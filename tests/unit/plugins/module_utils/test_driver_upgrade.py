@@ -105,7 +105,7 @@ def test_nodes_already_without_a_working_driver_take_the_budget_and_skipped_node
     pods = [driver_pod('a', NEW, ds), driver_pod('b', OLD, ds), driver_pod('c', OLD, ds), driver_pod('d', OLD, ds),
             driver_pod('e', NEW, ds)]
     plan = du.rollout_plan(states_of(nodes, pods, ds), 0, 2)
-    assert plan['skipped'] == ['b'] and plan['unavailable'] == ['a']
+    assert plan['skipped_nodes'] == ['b'] and plan['unavailable'] == ['a']
     assert plan['wave'] == ['c']  # one of two slots is taken by node a
     stuck = du.rollout_plan(states_of(nodes, pods, ds), 0, 1)
     assert stuck['wave'] == [] and 'already is: a' in stuck['stuck']
