@@ -158,6 +158,19 @@ def _takes_keyword(function, name):
     return name in parameters or any(p.kind == p.VAR_KEYWORD for p in parameters.values())
 
 
+def apply_body(obj, client_version=None):
+    """The body of a server-side apply of obj as the installed kubernetes client (client_version, by default its
+    __version__) sends it: the object, which clients from 25 on encode as JSON, else JSON bytes, which client 24
+    sends as they are (it encodes no body of content type application/apply-patch+yaml, and refuses a dict)."""
+    if client_version is None:
+        from kubernetes import __version__ as client_version
+    try:
+        major = int(str(client_version).split('.', 1)[0])
+    except ValueError:
+        return obj
+    return obj if major >= 25 else json.dumps(obj).encode('utf-8')
+
+
 def _parse_status(body):
     """(message, details) of a failed request's body: a Status object, or text such as '404 page not found'."""
     if isinstance(body, bytes):
@@ -361,8 +374,8 @@ class ClusterAPI:
     def apply_object(self, path, obj):
         """Server-side apply as field manager accelerators.gpu, forced (the collection's values win over an edit by
         hand, and fields it no longer declares go); returns the object as stored, or as it would be in check mode."""
-        return self._request('PATCH', path, body=obj, content_type='application/apply-patch+yaml', write=True,
-                             field_manager=FIELD_MANAGER, force_conflicts=True)
+        return self._request('PATCH', path, body=apply_body(obj), content_type='application/apply-patch+yaml',
+                             write=True, field_manager=FIELD_MANAGER, force_conflicts=True)
 
     def delete_object(self, path, preconditions=None):
         """Delete the object at path, its dependents in the background; with preconditions ({uid, resourceVersion})

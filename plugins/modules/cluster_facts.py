@@ -56,7 +56,7 @@ extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - accelerators.gpu.read_only
 requirements:
-  - kubernetes >= 25.3.0
+  - kubernetes >= 24.2.0
 '''
 
 EXAMPLES = r'''

@@ -302,7 +302,7 @@ attributes:
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
 requirements:
-  - kubernetes >= 25.3.0
+  - kubernetes >= 24.2.0
   - PyYAML >= 3.11
 '''
 

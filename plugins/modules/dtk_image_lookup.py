@@ -72,7 +72,7 @@ extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - accelerators.gpu.read_only
 requirements:
-  - kubernetes >= 25.3.0
+  - kubernetes >= 24.2.0
   - PyYAML >= 3.11
   - the C(oc) client, only with I(release)
 '''

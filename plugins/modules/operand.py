@@ -53,7 +53,7 @@ attributes:
     description: Returns each changed object before and after.
     support: full
 requirements:
-  - kubernetes >= 25.3.0
+  - kubernetes >= 24.2.0
   - PyYAML >= 3.11
 '''
 

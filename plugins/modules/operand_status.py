@@ -42,7 +42,7 @@ options:
     required: true
     choices: [daemonsets, jobs, allocatable, subscription]
 requirements:
-  - kubernetes >= 25.3.0
+  - kubernetes >= 24.2.0
   - PyYAML >= 3.11
 notes:
   - Validation Jobs are expected to set C(backoffLimit=0), so that their first failed pod fails them.

@@ -73,7 +73,7 @@ def test_builder_creates_the_context_and_its_galaxy_stage_installs_offline(offli
     introspected = subprocess.run([sys.executable, str(context / "_build" / "scripts" / "introspect.py"), "introspect",
                                    str(collections)], capture_output=True, text=True, check=True)
     requirements = yaml.safe_load(introspected.stdout)
-    assert "kubernetes>=25.3.0,<38  # from collection accelerators.gpu" in requirements["python"]
+    assert "kubernetes>=24.2.0,<38  # from collection accelerators.gpu" in requirements["python"]
     assert "jsonpatch  # from collection kubernetes.core" in requirements["python"]
     assert "openshift-clients [platform:rhel-8 platform:rhel-9]  # from collection accelerators.gpu" in \
         requirements["system"]

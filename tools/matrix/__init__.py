@@ -43,7 +43,7 @@ Combination = collections.namedtuple("Combination", "name python requirements ku
 
 COMBINATIONS = [
     Combination("oldest", "3.11", "oldest.txt", "6.1.0", True,
-                "ansible-core 2.16, Python 3.11, kubernetes 25.3.0, kubernetes.core 6.1.0"),
+                "ansible-core 2.16, Python 3.11, kubernetes 24.2.0, kubernetes.core 6.1.0"),
     Combination("core216-client37", "3.11", "core216-client37.txt", "6.6.0", False,
                 "ansible-core 2.16, Python 3.11, kubernetes 37, kubernetes.core 6.6.0"),
     Combination("core219-client37", "3.11", "core219-client37.txt", "6.2.0", False,

@@ -11,7 +11,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import api_exception
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import (
-    NODE_INFO, NODE_METADATA, POD_CELLS, POD_READINESS, APIError, ClusterAPI, TaskError, _count_requests,
+    NODE_INFO, NODE_METADATA, POD_CELLS, POD_READINESS, APIError, ClusterAPI, TaskError, _count_requests, apply_body,
     node_from_table_row, pod_from_table_row)
 from ansible_collections.accelerators.gpu.plugins.module_utils.dtk import NOT_OPENSHIFT, STREAM_MISSING
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import node_facts
@@ -174,9 +174,11 @@ class PoolManager:
 
     def __init__(self):
         self.sent = []
+        self.bodies = []
 
     def request(self, method, url, **kwargs):
         self.sent.append((method, kwargs.get('headers')))
+        self.bodies.append(kwargs.get('body'))
         return urllib3.response.HTTPResponse(body=b'{}', status=200, headers={'Content-Type': 'application/json'},
                                              preload_content=False)
 
@@ -446,3 +448,16 @@ def test_an_api_server_that_cannot_be_reached_as_the_client_is_created_is_a_task
     monkeypatch.setattr(k8s_client, 'get_api_client', unreachable)
     with pytest.raises(TaskError, match='^cannot reach the API server: .*Connection refused'):
         ClusterAPI(Module(False))
+
+
+@pytest.mark.parametrize('version, sent', [('24.2.0', b'{"kind": "ConfigMap"}'), ('25.3.0', {'kind': 'ConfigMap'}),
+                                           ('37.0.2', {'kind': 'ConfigMap'}), ('38.0.0a1', {'kind': 'ConfigMap'})])
+def test_a_server_side_apply_body_is_what_the_client_version_sends_as_json(version, sent):
+    assert apply_body({'kind': 'ConfigMap'}, version) == sent
+
+
+def test_a_server_side_apply_body_goes_through_the_installed_clients_rest_layer_as_json():
+    client = rest_client()
+    client.request('PATCH', 'https://127.0.0.1/api/v1/namespaces/gpu/configmaps/a',
+                   headers={'Content-Type': 'application/apply-patch+yaml'}, body=apply_body({'kind': 'ConfigMap'}))
+    assert json.loads(client.pool_manager.bodies[0]) == {'kind': 'ConfigMap'}
