@@ -20,6 +20,7 @@ import yaml
 from gpu_fleet import RHCOS_416, RHCOS_96
 from localcluster import clusters, controlplane
 from playbook import COLLECTIONS
+from test_deploy import Run
 
 OLD, NEW, BAD = "570.172.08", "580.95.05", "575.64.05"
 STATE = "nvidia.com/gpu-driver-upgrade-state"
@@ -34,18 +35,12 @@ def specs():
             ("k8s-c", "kubernetes", clusters.small_fleet("k8s-c", {"ubuntu": "22.04"}))]
 
 
-class FleetRun:
+class FleetRun(Run):
     """An ansible-playbook run of a collection playbook over an inventory of clusters: its JSON report by host."""
 
     def __init__(self, process, seconds, cpu_seconds):
-        self.process = process
-        self.seconds = seconds
+        super().__init__(process, seconds)
         self.cpu_seconds = cpu_seconds
-        try:
-            self.report = json.loads(process.stdout)
-        except ValueError:
-            raise AssertionError("no JSON report (rc=%d)\nstdout: %s\nstderr: %s" % (
-                process.returncode, process.stdout[-3000:], process.stderr[-3000:]))
 
     @property
     def output(self):
@@ -65,7 +60,8 @@ class FleetRun:
                         found[host] = result.get("msg")
         return found
 
-    def stats(self):
+    def recap(self):
+        """{cluster: its recap (ok, changed, failures...)}."""
         return self.report["stats"]
 
 
@@ -163,8 +159,8 @@ def test_a_fleet_of_three_clusters_from_one_inventory(fleet, tmp_path):
     fleet_noop = run("reconcile", inventory, tmp_path)
     one_noop = run("reconcile", inventory, tmp_path, limit="ocp-a")
     outputs.extend([fleet_noop.output, one_noop.output])
-    assert {host: stats["changed"] for host, stats in fleet_noop.stats().items()} == dict.fromkeys(names, 0)
-    assert {host: stats["changed"] for host, stats in one_noop.stats().items()} == {"ocp-a": 0}
+    assert {host: stats["changed"] for host, stats in fleet_noop.recap().items()} == dict.fromkeys(names, 0)
+    assert {host: stats["changed"] for host, stats in one_noop.recap().items()} == {"ocp-a": 0}
     print("no-op reconcile: 3 clusters %.1fs wall %.1fs CPU, 1 cluster %.1fs wall %.1fs CPU" % (
         fleet_noop.seconds, fleet_noop.cpu_seconds, one_noop.seconds, one_noop.cpu_seconds))
 
@@ -203,7 +199,7 @@ def test_unreachable_clusters_fail_alone_and_stop_a_fleet_rollout(fleet, tmp_pat
     assert spread.process.returncode != 0 and sorted(failures) == sorted(unreachable), failures
     for name, cause in causes.items():
         assert cause in failures[name], (name, failures[name])
-    stats = spread.stats()
+    stats = spread.recap()
     assert stats["ocp-a"]["failures"] == stats["ocp-b"]["failures"] == 0
     assert stats["ocp-a"]["changed"] == stats["ocp-b"]["changed"] == 0
 
@@ -224,7 +220,7 @@ def test_unreachable_clusters_fail_alone_and_stop_a_fleet_rollout(fleet, tmp_pat
     outputs.append(stopped.output)
     assert stopped.batches() == [["ocp-a"], ["api-down"]], stopped.batches()
     assert stopped.process.returncode != 0 and list(stopped.failures()) == ["api-down"]
-    assert "ocp-b" not in stopped.stats()
+    assert "ocp-b" not in stopped.recap()
 
 
 def test_a_driver_change_goes_to_the_canary_first_and_a_fault_stops_the_fleet(fleet, tmp_path):
@@ -254,7 +250,7 @@ def test_a_driver_change_goes_to_the_canary_first_and_a_fault_stops_the_fleet(fl
     bad_node = [name for name in ocp_b.node_names if "faulty" in name][0]
     assert list(failures) == ["ocp-b"] and bad_node in failures["ocp-b"], failures
     assert "does not load" in failures["ocp-b"], failures["ocp-b"]
-    assert "k8s-c" not in faulty.stats()
+    assert "k8s-c" not in faulty.recap()
     assert all(BAD in image for image in driver_images(ocp_a).values())
     assert core(ocp_b).read_node(bad_node).metadata.labels.get(STATE) == "upgrade-failed"
     assert snapshot(k8s_c) == before

@@ -38,17 +38,6 @@ PLAYBOOK_TIMEOUT = 1200
 COMBINATIONS = matrix.selected()
 
 
-def wait_for(predicate, timeout=120, interval=0.5, message="condition"):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError("timed out after %ss waiting for %s (last: %r)" % (timeout, message, last))
-
-
 _VENVS = {}
 
 
