@@ -9,10 +9,9 @@ import subprocess
 import sys
 import time
 
-import kubernetes
-
 from conftest import Cluster, start_cluster
 from gpu_fleet import FLEET_LABEL, RHCOS_416, RHCOS_96, selector
+from localcluster import api
 from playbook import COLLECTIONS
 
 # The simulated registry: NVIDIA's images (the collection's defaults), the DTK images, NFD's.
@@ -151,27 +150,7 @@ def test_openshift_deploy_validates_reruns_unchanged_reports_status_and_uninstal
 
 
 def objects(cluster):
-    """Names of every object of the kinds the stack creates, cluster-wide, and the namespaces."""
-    rbac = kubernetes.client.RbacAuthorizationV1Api(cluster.client)
-    found = {
-        "namespaces": [n.metadata.name for n in cluster.core.list_namespace().items],
-        "daemonsets": [(d.metadata.namespace, d.metadata.name)
-                       for d in cluster.apps.list_daemon_set_for_all_namespaces().items],
-        "deployments": [(d.metadata.namespace, d.metadata.name)
-                        for d in cluster.apps.list_deployment_for_all_namespaces().items],
-        "jobs": [(j.metadata.namespace, j.metadata.name) for j in cluster.batch.list_job_for_all_namespaces().items],
-        "serviceaccounts": [(s.metadata.namespace, s.metadata.name)
-                            for s in cluster.core.list_service_account_for_all_namespaces().items],
-        "services": [(s.metadata.namespace, s.metadata.name)
-                     for s in cluster.core.list_service_for_all_namespaces().items],
-        "clusterroles": [r.metadata.name for r in rbac.list_cluster_role().items],
-        "clusterrolebindings": [r.metadata.name for r in rbac.list_cluster_role_binding().items],
-        "roles": [(r.metadata.namespace, r.metadata.name) for r in rbac.list_role_for_all_namespaces().items],
-        "crds": [c.metadata.name for c in
-                 kubernetes.client.ApiextensionsV1Api(cluster.client).list_custom_resource_definition().items],
-        "runtimeclasses": [r.metadata.name for r in kubernetes.client.NodeV1Api(cluster.client).list_runtime_class().items],
-    }
-    return {kind: sorted(names) for kind, names in found.items()}
+    return api.object_names(cluster.client)
 
 
 def test_check_mode_writes_nothing(cluster, make_fleet):

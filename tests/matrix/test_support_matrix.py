@@ -24,6 +24,7 @@ if str(ROOT / "tools") not in sys.path:
     sys.path.insert(0, str(ROOT / "tools"))
 
 import matrix  # noqa: E402  (tools/, which the Makefile puts on PYTHONPATH)
+from localcluster import api  # noqa: E402
 
 pytestmark = pytest.mark.matrix
 
@@ -92,7 +93,6 @@ class Demo:
     def __init__(self, plane, spec):
         self.plane = plane
         self.kubeconfig = str(plane.kubeconfig)
-        from localcluster import api
         self.client = api.client_from_kubeconfig(self.kubeconfig)
         self.core = kubernetes.client.CoreV1Api(self.client)
         self.apps = kubernetes.client.AppsV1Api(self.client)
@@ -124,29 +124,6 @@ def demo(tmp_path_factory):
         yield made
     finally:
         plane.down()
-
-
-def objects(demo):
-    """Names of every object of the kinds the stack creates, cluster-wide, and the namespaces."""
-    client = demo.client
-    rbac = kubernetes.client.RbacAuthorizationV1Api(client)
-    batch = kubernetes.client.BatchV1Api(client)
-    found = {
-        "namespaces": [n.metadata.name for n in demo.core.list_namespace().items],
-        "daemonsets": [(d.metadata.namespace, d.metadata.name)
-                       for d in demo.apps.list_daemon_set_for_all_namespaces().items],
-        "deployments": [(d.metadata.namespace, d.metadata.name)
-                        for d in demo.apps.list_deployment_for_all_namespaces().items],
-        "jobs": [(j.metadata.namespace, j.metadata.name) for j in batch.list_job_for_all_namespaces().items],
-        "serviceaccounts": [(s.metadata.namespace, s.metadata.name)
-                            for s in demo.core.list_service_account_for_all_namespaces().items],
-        "clusterroles": [r.metadata.name for r in rbac.list_cluster_role().items],
-        "clusterrolebindings": [r.metadata.name for r in rbac.list_cluster_role_binding().items],
-        "crds": [c.metadata.name for c in
-                 kubernetes.client.ApiextensionsV1Api(client).list_custom_resource_definition().items],
-        "runtimeclasses": [r.metadata.name for r in kubernetes.client.NodeV1Api(client).list_runtime_class().items],
-    }
-    return {kind: sorted(names) for kind, names in found.items()}
 
 
 # The labels NFD's worker sets. The demo fleet is labelled by an NFD the deploy installs, and NFD's labels stay on the
@@ -242,7 +219,7 @@ def slowest_tasks(stamped, seconds, count=3):
 @pytest.mark.parametrize("combination", COMBINATIONS, ids=[c.name for c in COMBINATIONS])
 def test_smoke_deploy_driver_rollout_status_uninstall(combination, demo, tmp_path):
     venv = venv_of(combination)
-    before_objects, before_labels = objects(demo), node_labels(demo)
+    before_objects, before_labels = api.object_names(demo.client), node_labels(demo)
     assert driver_daemonsets(demo) == [], "a previous smoke left the stack installed"
     playbooks = Playbooks(combination, venv, demo, tmp_path)
     uninstalled = False
@@ -284,7 +261,7 @@ def test_smoke_deploy_driver_rollout_status_uninstall(combination, demo, tmp_pat
         playbooks.run("uninstall")
         uninstalled = True
         assert driver_daemonsets(demo) == []
-        assert objects(demo) == before_objects
+        assert api.object_names(demo.client) == before_objects
         after_labels = node_labels(demo)
         assert after_labels == before_labels, {
             node: {key: (before_labels.get(node, {}).get(key), labels.get(key))

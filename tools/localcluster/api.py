@@ -122,3 +122,28 @@ def wait_default_service_account(client, timeout=60):
                 raise
         time.sleep(0.3)
     raise RuntimeError("kube-controller-manager created no default service account in %ds" % timeout)
+
+
+def object_names(client):
+    """Names of every object of the kinds a GPU stack creates, cluster-wide, and the namespaces: what tests compare
+    before a deploy and after its uninstall."""
+    core, apps = kubernetes.client.CoreV1Api(client), kubernetes.client.AppsV1Api(client)
+    rbac = kubernetes.client.RbacAuthorizationV1Api(client)
+    found = {
+        "namespaces": [n.metadata.name for n in core.list_namespace().items],
+        "daemonsets": [(d.metadata.namespace, d.metadata.name) for d in apps.list_daemon_set_for_all_namespaces().items],
+        "deployments": [(d.metadata.namespace, d.metadata.name)
+                        for d in apps.list_deployment_for_all_namespaces().items],
+        "jobs": [(j.metadata.namespace, j.metadata.name)
+                 for j in kubernetes.client.BatchV1Api(client).list_job_for_all_namespaces().items],
+        "serviceaccounts": [(s.metadata.namespace, s.metadata.name)
+                            for s in core.list_service_account_for_all_namespaces().items],
+        "services": [(s.metadata.namespace, s.metadata.name) for s in core.list_service_for_all_namespaces().items],
+        "clusterroles": [r.metadata.name for r in rbac.list_cluster_role().items],
+        "clusterrolebindings": [r.metadata.name for r in rbac.list_cluster_role_binding().items],
+        "roles": [(r.metadata.namespace, r.metadata.name) for r in rbac.list_role_for_all_namespaces().items],
+        "crds": [c.metadata.name for c in
+                 kubernetes.client.ApiextensionsV1Api(client).list_custom_resource_definition().items],
+        "runtimeclasses": [r.metadata.name for r in kubernetes.client.NodeV1Api(client).list_runtime_class().items],
+    }
+    return {kind: sorted(names) for kind, names in found.items()}
