@@ -16,6 +16,7 @@ import re
 from fractions import Fraction
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.applied_fields import applied_fields, dropped_fields
+from ansible_collections.accelerators.gpu.plugins.module_utils.gpudirect import GPUDirectError, apply_gpudirect
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import (
     DEPLOY_LABEL_PREFIX, KERNEL_LABEL, OPERANDS_SWITCH, OS_RELEASE_PREFIX, OSTREE_LABEL, is_valid_label_value,
     sanitize_label_value)
@@ -272,8 +273,9 @@ def _dtk_container(spec, image, rhcos):
     }
 
 
-def _daemonset(spec, name, mode_labels, node_selector, containers, kernels=None):
-    """A driver DaemonSet; kernels restricts it to nodes whose kernel label is in the list."""
+def _daemonset(spec, name, mode_labels, node_selector, containers, kernels=None, os_tag_value=None):
+    """A driver DaemonSet; kernels restricts it to nodes whose kernel label is in the list; os_tag_value: the osTag
+    of its driver image, which GPUDirect Storage's and GDRCopy's images take too."""
     labels = dict(spec.get('labels') or {})
     labels.update({'app': name, COMPONENT_LABEL: 'nvidia-driver', MANAGED_BY_LABEL: MANAGED_BY})
     labels.update(mode_labels)
@@ -316,7 +318,7 @@ def _daemonset(spec, name, mode_labels, node_selector, containers, kernels=None)
     if annotations:
         metadata['annotations'] = annotations
     template_annotations = dict(annotations, **{'kubectl.kubernetes.io/default-container': DRIVER_CONTAINER})
-    return {
+    daemonset = {
         'apiVersion': 'apps/v1',
         'kind': 'DaemonSet',
         'metadata': metadata,
@@ -330,6 +332,11 @@ def _daemonset(spec, name, mode_labels, node_selector, containers, kernels=None)
             },
         },
     }
+    try:
+        return apply_gpudirect(daemonset, spec, os_tag_value, DRIVER_CONTAINER, DTK_CONTAINER, MANAGER_CONTAINER,
+                               labels[PRECOMPILED_LABEL] == 'true')
+    except GPUDirectError as error:
+        raise PlanError(str(error), obj=name, field=error.field)
 
 
 def _names(members):
@@ -369,7 +376,8 @@ def _dtk_daemonset(spec, rhcos, image, dtk_image, kernels=None):
     return _daemonset(
         spec, driver_daemonset_name(rhcos), {DTK_LABEL: 'true', DTK_RHCOS_LABEL: rhcos, PRECOMPILED_LABEL: 'false'},
         {OSTREE_LABEL: rhcos, DRIVER_DEPLOY_LABEL: 'true'},
-        [_driver_container(spec, image, True), _dtk_container(spec, dtk_image, rhcos)], kernels)
+        [_driver_container(spec, image, True), _dtk_container(spec, dtk_image, rhcos)], kernels,
+        rhcos_os_tag(rhcos, field=OSTREE_LABEL))
 
 
 def _dtk_message(dtk_images, rhcos):
@@ -460,7 +468,7 @@ def _precompiled_daemonset(spec, kernel, tag, os_id, version_id, image):
     return _daemonset(spec, precompiled_daemonset_name(kernel, tag), {PRECOMPILED_LABEL: 'true'},
                       {KERNEL_LABEL: kernel, OS_ID_LABEL: os_id, OS_VERSION_LABEL: version_id,
                        DRIVER_DEPLOY_LABEL: 'true'},
-                      [_driver_container(spec, image, False)])
+                      [_driver_container(spec, image, False)], os_tag_value=tag)
 
 
 def _plan_kernel(spec, nodes, dtk_images, precompiled_available, plan, prepare_versions=()):
@@ -518,7 +526,8 @@ def _plan_single(spec, nodes, dtk_images, precompiled_available, plan, prepare_v
         return
     image = _build_image(spec, tags[0][0])
     plan['desired'].append(_daemonset(spec, DRIVER_DAEMONSET, {PRECOMPILED_LABEL: 'false'},
-                                      {DRIVER_DEPLOY_LABEL: 'true'}, [_driver_container(spec, image, False)]))
+                                      {DRIVER_DEPLOY_LABEL: 'true'}, [_driver_container(spec, image, False)],
+                                      os_tag_value=tags[0][0] if len(tags) == 1 else None))
     for facts in nodes:
         plan['assignments'][facts['name']] = {'daemonset': DRIVER_DAEMONSET, 'build': 'compile', 'image': image}
 
@@ -530,7 +539,8 @@ def desired_driver_daemonsets(spec, gpu_nodes_facts, dtk_images, mode, precompil
     spec: namespace, repository, image (name, default 'driver'), version (DTK/single builds), branch
     (precompiled), image_ref (full driver image, beats repository/image/version), image_pull_policy, env,
     resources, tolerations, image_pull_secrets (names), labels, annotations, startup_probe, liveness_probe,
-    readiness_probe, service_account_name, priority_class_name, node_selector (extra).
+    readiness_probe, service_account_name, priority_class_name, node_selector (extra); GPUDirect (gpudirect.py):
+    rdma, use_host_mofed, gds_image, gdrcopy_image.
     dtk_images: {rhcos: {status, image, message}} (resolve_dtk_images()['versions']).
     precompiled_available: set of, or {ref: bool} for, precompiled images that exist; None assumes all exist.
     prepare_versions (mode rhcos): RHCOS builds to plan a DaemonSet for even when no GPU node runs them yet (an

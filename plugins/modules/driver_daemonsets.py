@@ -156,6 +156,35 @@ options:
                 and C(OPERATOR_NAMESPACE) are set.
             type: list
             elements: dict
+      rdma:
+        description:
+          - GPUDirect RDMA, as the GPU Operator's C(driver.rdma.enabled) - the side container C(nvidia-peermem-ctr)
+            (the driver image, C(nvidia-driver reload_nvidia_peermem)), which loads C(nvidia-peermem) once the
+            network driver is loaded, and C(GPU_DIRECT_RDMA_ENABLED=true) in the driver and C(k8s-driver-manager)
+            containers.
+          - The network driver is the NVIDIA Network Operator's driver container (its readiness file
+            C(/run/mellanox/drivers/.driver-ready)) unless I(use_host_mofed).
+        type: bool
+        default: false
+      use_host_mofed:
+        description:
+          - With I(rdma), the network driver (MOFED) is installed on the host, as the GPU Operator's
+            C(driver.rdma.useHostMofed) - C(USE_HOST_MOFED=true), and the driver builds C(nvidia-peermem) against the
+            host's C(/usr/src).
+        type: bool
+        default: false
+      gds_image:
+        description:
+          - GPUDirect Storage - the side container C(nvidia-fs-ctr) with this image, tagged C(<image>-<osTag>) as the
+            driver image (a digest reference as it is), and C(GDS_ENABLED=true) in the driver (and DTK) containers.
+          - Not with precompiled driver images, which carry no sources to build C(nvidia-fs) against (the GPU
+            Operator refuses them too) - the module fails naming the DaemonSet.
+        type: str
+      gdrcopy_image:
+        description:
+          - GDRCopy - the side container C(nvidia-gdrcopy-ctr) with this image, tagged as O(driver.gds_image), and
+            C(GDRCOPY_ENABLED=true) in the driver (and DTK) containers. Not with precompiled driver images either.
+        type: str
   nodes:
     description:
       - The nodes to plan for, as C(nodes) of M(accelerators.gpu.nfd_labels) or Node objects as
@@ -350,6 +379,17 @@ EXAMPLES = r'''
       repository: nvcr.io/nvidia
       version: 570.172.08
 
+- name: GPUDirect RDMA with the NVIDIA Network Operator's driver, GPUDirect Storage and GDRCopy
+  accelerators.gpu.driver_daemonsets:
+    namespace: nvidia-gpu-operator
+    mode: rhcos
+    driver:
+      repository: nvcr.io/nvidia
+      version: 570.172.08
+      rdma: true
+      gds_image: nvcr.io/nvidia/cloud-native/nvidia-fs:2.20.5
+      gdrcopy_image: nvcr.io/nvidia/cloud-native/gdrdrv:v2.5
+
 - name: What would change, without writing
   accelerators.gpu.driver_daemonsets:
     namespace: nvidia-gpu-operator
@@ -420,7 +460,7 @@ prepared:
   elements: str
   sample: [nvidia-driver-daemonset-9.6.20260401-0]
 images:
-  description: Every image of the desired DaemonSets (driver, DTK side-cars), sorted, each once.
+  description: Every image of the desired DaemonSets (driver, DTK side-cars, GDS and GDRCopy), sorted, each once.
   returned: with I(state=present)
   type: list
   elements: str
@@ -504,6 +544,10 @@ DRIVER_OPTIONS = dict(
         image=dict(type='str', required=True),
         env=dict(type='list', elements='dict'),
     )),
+    rdma=dict(type='bool', default=False),
+    use_host_mofed=dict(type='bool', default=False),
+    gds_image=dict(type='str'),
+    gdrcopy_image=dict(type='str'),
 )
 
 
