@@ -19,6 +19,11 @@ the annotation `sim.accelerators.gpu/hardware` (read by the simulator only, neve
         machine: PowerEdge-XE8545                       # the DMI product name GFD labels as nvidia.com/gpu.machine
         host_driver: 570.172.08                 # a driver pre-installed on the host, in that version: the node is
                                                 # labelled nvidia.com/gpu.deploy.driver=pre-installed (no driver pod)
+        network: {driver: doca}                 # an NVIDIA NIC (NFD label pci-15b3.present) and its network driver,
+                                                # which nvidia-peermem needs (gpudirect.py): doca, the NVIDIA Network
+                                                # Operator's driver container, ready (its label
+                                                # network.nvidia.com/operator.mofed.wait=false); host, MOFED on the
+                                                # host; none, its driver container not ready (mofed.wait=true)
         os: {rhcos: 416.94.202405081406-0}      # or {ubuntu: "22.04"}, {rhel: "9.4"}
         kernel: 5.14.0-427.13.1.el9_4.x86_64     # optional: derived from the OS otherwise
         runtime: cri-o                          # or containerd
@@ -53,6 +58,7 @@ import kubernetes
 from kubernetes.client.rest import ApiException
 
 from . import api
+from . import gpudirect
 
 NFD = "feature.node.kubernetes.io/"
 HARDWARE_ANNOTATION = "sim.accelerators.gpu/hardware"
@@ -287,10 +293,14 @@ def expand_groups(fleet, prefix=""):
             raise FleetError("node group %r: nfd_style must be vendor or class-vendor" % group.get("name"))
         runtime = group.get("runtime", "cri-o" if rhcos else "containerd")
         faults = dict(group.get("faults") or {})
+        try:
+            network, network_nfd_labels, network_labels = gpudirect.network_of(group, style)
+        except ValueError as error:
+            raise FleetError(str(error))
         for ordinal in range(count):
             index += 1
             name = prefix + (group["name"] if count == 1 else "%s-%d" % (group["name"], ordinal))
-            true_labels = nfd_labels(release, kernel, gpu, style)
+            true_labels = dict(nfd_labels(release, kernel, gpu, style), **network_nfd_labels)
             shown_labels = dict(true_labels)
             if faults.get("stale_nfd_label"):
                 shown_labels[NFD + "system-os_release.OSTREE_VERSION"] = faults["stale_nfd_label"]
@@ -299,6 +309,8 @@ def expand_groups(fleet, prefix=""):
                         "machine": group.get("machine", DEFAULT_MACHINE)}
             if group.get("host_driver"):
                 hardware["host_driver"] = str(group["host_driver"])
+            if network:
+                hardware["network"] = network
             # Simulated kernel reboots (kernel.py): how long the node is down, and when NFD relabels it after.
             hardware.update({key: group[key] for key in ("reboot_seconds", "nfd_lag_seconds") if key in group})
             # The kubelet registers the beta os/arch labels too; without them kube-controller-manager adds them a
@@ -313,6 +325,7 @@ def expand_groups(fleet, prefix=""):
             if group.get("host_driver"):
                 # As an admin labels such a node for the GPU Operator: no driver container there.
                 labels["nvidia.com/gpu.deploy.driver"] = "pre-installed"
+            labels.update(network_labels)
             if fleet.get("nfd", "prelabelled") == "prelabelled" and not faults.get("no_nfd_labels"):
                 labels.update(shown_labels)
             resources = {"cpu": str(group.get("cpu", 32)), "memory": group.get("memory", "256Gi"), "pods": "250"}

@@ -31,6 +31,10 @@
   requesting nvidia.com/gpu* or nvidia.com/mig-*): it crash-loops, "module nvidia is in use", until they are gone.
   After a boot nothing is loaded, so the first driver loads whatever pods are bound there. The k8s-driver-manager init
   container's own eviction of those pods is not played: the rollout must evict them first.
+- GPUDirect RDMA (gpudirect.py): a driver pod's nvidia-peermem-ctr crash-loops, naming what is missing, on a node
+  without its network driver (the NVIDIA Network Operator's driver container, read from the node label
+  network.nvidia.com/operator.mofed.wait=false, or MOFED on the host with USE_HOST_MOFED=true): the driver loads (the
+  node keeps its GPUs), the pod is not Ready, and the validator's driver check finds no nvidia_peermem.
 - NFD: nodes of a `nfd: worker` fleet get their labels once an nfd-worker pod is Ready on them.
 - Validation workloads (Job pods labelled `app.kubernetes.io/component=gpu-validation`, or requesting
   `nvidia.com/gpu`) succeed only where driver and toolkit are Ready and no fault is injected.
@@ -59,6 +63,7 @@ import kubernetes
 from kubernetes.client.rest import ApiException
 
 from .fleet import HARDWARE_ANNOTATION, MCO_API, REGISTRY_CONFIGMAP
+from . import gpudirect
 from . import mig
 from .kernel import KernelReboots
 from .mco import MachineConfigOperator
@@ -237,8 +242,10 @@ def driver_problem(pod, node, hw):
     return None
 
 
-def validator_checks(node, ready):
-    """What each check of NVIDIA's validator finds on a node: {component: (why it fails or None, file content)}."""
+def validator_checks(node, ready, driver_modules=None):
+    """What each check of NVIDIA's validator finds on a node: {component: (why it fails or None, file content)}.
+    driver_modules: why a GPUDirect module of the node's driver pod is not loaded (the driver check validates those
+    its .driver-ctr-ready enables, as validateAdditionalDriverComponents does), or None."""
     hw = hardware(node)
     host_driver = bool(hw.get("host_driver"))
     fault = (hw.get("faults") or {}).get("validation_fails")
@@ -247,8 +254,8 @@ def validator_checks(node, ready):
     advertised = any(name.startswith(GPU) and str(value) not in ("0", "")
                      for name, value in ((node.get("status") or {}).get("capacity") or {}).items())
     return {
-        "driver": (None if driver else "no driver answers nvidia-smi (no Ready driver pod, no host driver)",
-                   validations.driver_ready_content(host_driver)),
+        "driver": ("no driver answers nvidia-smi (no Ready driver pod, no host driver)" if not driver
+                   else driver_modules, validations.driver_ready_content(host_driver)),
         "toolkit": (None if driver and TOOLKIT in ready else "nvidia-smi fails: the container toolkit is not ready", ""),
         "cuda": ("the CUDA workload failed: %s (injected fault)" % fault if fault
                  else None if driver and TOOLKIT in ready else "the CUDA workload cannot run: the toolkit is not ready",
@@ -341,15 +348,22 @@ def node_ip(node):
     return "127.0.0.1"
 
 
-def status_for(pod, node, state, reason, message):
-    """A pod status as a kubelet would write it for that state."""
+def status_for(pod, node, state, reason, message, failing=None):
+    """A pod status as a kubelet would write it for that state; failing: {container: message} of the containers of a
+    started pod that crash-loop while the others run (the pod is then not Ready)."""
     stamp = now()
     started = (pod.get("status") or {}).get("startTime") or stamp
-    ready = state == "ready"
+    failing = failing or {}
+    ready = state == "ready" and not failing
+    if state == "ready" and failing:
+        reason, message = "ContainersNotReady", "containers with unready status: [%s]" % " ".join(sorted(failing))
 
     def container_status(container, init=False):
         base = {"name": container["name"], "image": container["image"], "imageID": "", "restartCount": 0}
-        if state in ("succeeded", "failed") or (init and state in ("ready", "waiting")):
+        if not init and container["name"] in failing:
+            base.update(ready=False, started=False, restartCount=1, state={"waiting": {
+                "reason": "CrashLoopBackOff", "message": failing[container["name"]]}})
+        elif state in ("succeeded", "failed") or (init and state in ("ready", "waiting")):
             code = 1 if state == "failed" and not init else 0
             base.update(ready=False, started=False, state={"terminated": {
                 "exitCode": code, "reason": "Error" if code else "Completed", "message": message if code else "",
@@ -561,6 +575,8 @@ class Simulator:
         ready = {DRIVER} if hw.get("host_driver") else set()
         boot = ((node.get("status") or {}).get("nodeInfo") or {}).get("bootID")
         files = self.validation_files(node_name, boot, pods)
+        # Why the GPUDirect modules of the node's driver pod are not loaded (gpudirect.py), once it has run.
+        driver_modules = None
         # Pods can hold modules only if a driver loaded them since the node booted.
         holders = [pod for pod in pods if holds_gpus(pod)] if self.modules_loaded.get(node_name) == boot else []
         for pod in pods:
@@ -571,7 +587,8 @@ class Simulator:
                                                        loaded=uid in self.drivers_loaded)
             if state in ("ready", "waiting") and uid not in self.initialized:
                 # The kubelet runs the init containers once a pod starts (again after a boot).
-                writes, problem = validations.run_init_containers(pod, node_name, files, validator_checks(node, ready))
+                writes, problem = validations.run_init_containers(pod, node_name, files,
+                                                                  validator_checks(node, ready, driver_modules))
                 files.update(writes)
                 if problem:
                     state, reason, message, retry_at = "pending", "PodInitializing", problem, None
@@ -581,17 +598,22 @@ class Simulator:
                 problem = container_problem(pod, node_name, hw, files)
                 if problem:
                     state, (reason, message) = "waiting", problem
+            failing = {}
             if state == "ready" and component(pod) == DRIVER:
                 self.drivers_loaded.add(uid)
                 self.modules_loaded[node_name] = boot
+                # The driver loaded (the node keeps its GPUs); a GPUDirect container may still fail beside it.
+                failing = gpudirect.failures(pod, node, hw.get("network") or {})
+                driver_modules = ("nvidia-peermem driver is not ready (lsmod shows no nvidia_peermem): %s"
+                                  % "; ".join(sorted(failing.values())) if failing else None)
             if retry_at:
                 self.wake_at(retry_at, node_name)
             if state == "ready" and component(pod):
                 ready.add(component(pod))
-            signature = [state, reason, message]
+            signature = [state, reason, message, failing]
             if self.written.get(pod["metadata"]["uid"]) == signature:
                 continue
-            status = status_for(pod, node, state, reason, message)
+            status = status_for(pod, node, state, reason, message, failing)
             self.core.patch_namespaced_pod_status(pod["metadata"]["name"], pod["metadata"]["namespace"],
                                                   {"status": status})
             self.written[pod["metadata"]["uid"]] = signature
