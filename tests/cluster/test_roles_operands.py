@@ -311,8 +311,10 @@ def test_kubernetes_with_containerd_gets_pod_security_labels_and_the_runtime_cla
         {"name": "gpu", "gpu": {"count": 2}, "os": {"ubuntu": "22.04"}, "nfd_style": "class-vendor"},
         {"name": "cpu", "os": {"ubuntu": "22.04"}})).node_names
     prepare(cluster, namespace, [gpu0])
+    # driver_gds: the device plugin hands GPU containers the GDS devices (the driver is the stand-in's).
     succeeded(run_roles(cluster, {"common_namespace": namespace, "common_platform": "kubernetes",
-                                  "common_wait_timeout": 120, "container_toolkit_containerd_distribution": "rke2"}))
+                                  "common_wait_timeout": 120, "container_toolkit_containerd_distribution": "rke2",
+                                  "driver_gds": True}))
     labels = cluster.core.read_namespace(namespace).metadata.labels
     assert labels["pod-security.kubernetes.io/enforce"] == "privileged"
     toolkit = cluster.apps.read_namespaced_daemon_set("nvidia-container-toolkit-daemonset", namespace).spec.template
@@ -326,6 +328,9 @@ def test_kubernetes_with_containerd_gets_pod_security_labels_and_the_runtime_cla
     plugin = cluster.apps.read_namespaced_daemon_set("nvidia-device-plugin-daemonset", namespace).spec.template.spec
     assert plugin.runtime_class_name == "nvidia"
     assert [c.name for c in plugin.containers] == ["nvidia-device-plugin"]  # no time-slicing, no config manager
+    plugin_env = env_of(plugin.containers[0])
+    assert (plugin_env["GDS_ENABLED"], plugin_env["MOFED_ENABLED"]) == ("true", "true")
+    assert "GDRCOPY_ENABLED" not in plugin_env
     # No OpenShift SCC Role on Kubernetes (only the validator's rights to run its workload pods), and no
     # cluster-wide rights for the plugin without time-slicing.
     roles = cluster.client.call_api("/apis/rbac.authorization.k8s.io/v1/namespaces/%s/roles" % namespace, "GET",
