@@ -74,8 +74,11 @@ docs-lint: docs-src ## antsibull-docs' collection docs lint (plugins, roles, doc
 	$(DOCS_ENV) antsibull-changelog lint
 	$(DOCS_ENV) antsibull-changelog lint-changelog-yaml changelogs/changelog.yaml
 
-pytest: deps collection ## unit tests and integration tests against a local control plane (the matrix apart)
-	python -m pytest tests --ignore=tests/matrix
+# Two workers, each with a local cluster of its own; a file's tests stay on one worker (they may share a module-scoped
+# fleet). PYTEST_WORKERS=0: one process.
+PYTEST_WORKERS ?= 2
+pytest: deps collection ## unit tests and integration tests against a local control plane (the matrix apart), on PYTEST_WORKERS workers
+	python -m pytest tests --ignore=tests/matrix -n $(PYTEST_WORKERS) --dist loadfile
 
 matrix: deps collection ## unit tests and a demo-fleet smoke per ansible-core/Python/kubernetes client combination; MATRIX=ci (oldest, newest), all, or names (python -m matrix list)
 	@python -m matrix list
