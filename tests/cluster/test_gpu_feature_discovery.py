@@ -171,7 +171,7 @@ def test_a_node_whose_gfd_cannot_initialise_fails_the_deploy_naming_it_and_gfd_f
             device_plugin_time_slicing=[{"name": "t4-x2", "replicas": 2}]))
         task, failed = run.failure()
         assert task.endswith(GFD_TASK)
-        assert failed["outcome"] == "failed" and failed["elapsed"] < 60
+        assert failed["outcome"] == "failed"
         assert "node %s: pod %s/gpu-feature-discovery-" % (bad, namespace) in failed["msg"]
         assert "failed to initialize NVML" in failed["msg"]
         assert {(problem["kind"], problem["node"]) for problem in failed["problems"]} == {("crash", bad)}

