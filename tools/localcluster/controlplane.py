@@ -10,6 +10,7 @@ import datetime
 import ipaddress
 import json
 import os
+import random
 import secrets
 import shutil
 import signal
@@ -41,10 +42,23 @@ class ClusterError(RuntimeError):
     pass
 
 
+# Ports for servers are taken below the kernel's ephemeral range (32768 and up on Linux): a port the kernel hands
+# out for bind(0) is released before the server binds it, and an outgoing connection (a client of another cluster,
+# a second pytest worker's) may take it meanwhile. Below the range, only another server can, and a random pick makes
+# two clusters starting at once unlikely to choose the same.
+SERVER_PORTS = range(20000, 32768)
+
+
 def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port on 127.0.0.1 free at the time of asking, below the ephemeral range."""
+    for port in random.sample(SERVER_PORTS, 200):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port on 127.0.0.1 in %d-%d" % (SERVER_PORTS[0], SERVER_PORTS[-1]))
 
 
 def _key():
