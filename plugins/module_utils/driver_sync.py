@@ -14,6 +14,7 @@ from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan impor
     COMPONENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, PlanError, desired_driver_daemonsets, is_subset,
     nodes_left_without_driver, plan_driver_changes)
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_upgrade import IN_PROGRESS, STATE_LABEL
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver_versions import driver_downgrades, downgrade_refusal
 from ansible_collections.accelerators.gpu.plugins.module_utils.dtk_lookup import dtk_images_as_pulled
 from ansible_collections.accelerators.gpu.plugins.module_utils.image_list import pod_template_images
 from ansible_collections.accelerators.gpu.plugins.module_utils.mirrors import mirror_rules
@@ -228,6 +229,7 @@ def run(module, api):
         'mismatched': plan['mismatched'],
         'prepared': plan['prepared'],
         'upgrade_in_progress': upgrade_in_progress(facts_list),
+        'downgrades': driver_downgrades(plan['assignments'], existing, facts_list),
     }
     if 'precompiled_checks' in plan:
         result['precompiled_checks'] = plan['precompiled_checks']
@@ -246,6 +248,10 @@ def run(module, api):
     if params['plan_only']:
         result['deleted'] = changes['delete']
         return result
+    if result['downgrades'] and not params['allow_downgrade']:
+        refusal = downgrade_refusal(result['downgrades'])
+        raise TaskError('%s: set allow_downgrade: true to do it. Nothing was changed.' % refusal,
+                        downgrades=result['downgrades'], downgrade_refusal=refusal, plan=result)
     if params['refuse_outdated'] or module.check_mode:
         outdated = outdated_driver_nodes(api, params['namespace'], changes)
         result['outdated'] = outdated

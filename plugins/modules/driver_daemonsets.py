@@ -27,6 +27,8 @@ description:
     dry run, so the API server still validates it.
   - A version whose DTK image is unresolved is blocked, no DaemonSet that cannot work is created for it, and the module
     fails naming the nodes that would be left without a driver, changing nothing, unless I(allow_blocked).
+  - A change that would move a GPU node to an older driver (RV(downgrades)) fails the module before any write, naming
+    the running and requested versions and the nodes, unless I(allow_downgrade).
   - A driver DaemonSet that is no longer needed is deleted only when it has no scheduled or misscheduled pod and no GPU
     node has its version (by NFD label or osImage), and only if it has not changed since it was read. DaemonSets this
     collection did not create (no C(app.kubernetes.io/managed-by=accelerators.gpu)) are never changed or deleted.
@@ -272,6 +274,17 @@ options:
         serve nodes are kept either way.
     type: bool
     default: false
+  allow_downgrade:
+    description:
+      - Apply a driver change that moves GPU nodes to an older driver (RV(downgrades)). Without it such a change fails
+        the module before any write, in check mode too (not with O(plan_only), which only reports it).
+      - Versions compare in NVIDIA's order, number by number (570.86.15 < 570.172.08 < 580.95.05) over the components
+        both have, so a precompiled image's branch (C(570)) is neither older nor newer than C(570.172.08). What a
+        node runs is the newer of its DaemonSet's driver image as it exists and the driver GPU feature discovery
+        reports loaded (C(nvidia.com/cuda.driver-version.full)). An image whose tag starts with no version (a digest,
+        C(latest)) is never refused.
+    type: bool
+    default: false
   refuse_outdated:
     description:
       - Fail before any write when a driver pod runs an older revision than its DaemonSet's newest, or would once
@@ -390,6 +403,14 @@ EXAMPLES = r'''
       gds_image: nvcr.io/nvidia/cloud-native/nvidia-fs:2.20.5
       gdrcopy_image: nvcr.io/nvidia/cloud-native/gdrdrv:v2.5
 
+- name: An older driver in the DaemonSets (a rollout, accelerators.gpu.driver_upgrade, then replaces the pods)
+  accelerators.gpu.driver_daemonsets:
+    namespace: nvidia-gpu-operator
+    driver:
+      repository: nvcr.io/nvidia
+      version: 570.172.08
+    allow_downgrade: true
+
 - name: What would change, without writing
   accelerators.gpu.driver_daemonsets:
     namespace: nvidia-gpu-operator
@@ -482,6 +503,18 @@ outdated:
   returned: with O(refuse_outdated), and in check mode
   type: dict
   sample: {worker-0: nvidia-driver-daemonset-418.94.202509100653-0}
+downgrades:
+  description:
+    - The GPU nodes this run's plan moves to an older driver, each with the version it runs (C(running)), the one
+      planned (C(requested)) and its DaemonSet.
+  returned: with I(state=present)
+  type: dict
+  sample: {gpu-a100-0: {running: 580.95.05, requested: 570.172.08, daemonset: nvidia-driver-daemonset-418.94.202509100653-0}}
+downgrade_refusal:
+  description: On a refusal of RV(downgrades), the versions and nodes refused, in words (the message says the rest).
+  returned: on failure for a downgrade
+  type: str
+  sample: refusing to downgrade the driver from 580.95.05 to 570.172.08 on 2 GPU node(s) (gpu-a100-0, gpu-a100-1)
 upgrade_in_progress:
   description:
     - The selected nodes whose C(nvidia.com/gpu-driver-upgrade-state) is a step of a driver rollout not finished (from
@@ -571,6 +604,7 @@ def main():
         )),
         prepare_versions=dict(type='list', elements='str', default=[]),
         allow_blocked=dict(type='bool', default=False),
+        allow_downgrade=dict(type='bool', default=False),
         refuse_outdated=dict(type='bool', default=False),
         plan_only=dict(type='bool', default=False),
         wait=dict(type='dict', options=dict((name, WAIT_ARGUMENT_SPEC[name]) for name in (

@@ -1,6 +1,7 @@
 """A driver version change on 12 GPU nodes on two RHCOS builds, through the deploy playbook: node by node within the
 budget, GPU workloads evicted through the Eviction API with a PodDisruptionBudget held, a run stopped after its first
-wave resumed, a node whose new driver fails stopping the line, the manual policy and check mode changing nothing.
+wave resumed, the manual policy and check mode changing nothing, a scheduled reconcile without the new version refused
+(no downgrade without driver_allow_downgrade), and a rollback allowed in which a node whose driver fails stops the line.
 
 The invariants are checked by sampling the cluster every second and by the API server's audit log of pod deletions
 and evictions, not taken from the playbook's word. The simulator refuses to load a new driver on a node whose GPUs
@@ -223,13 +224,32 @@ def test_a_second_run_after_the_rollout_changes_nothing_and_creates_no_job(clust
     assert sorted(j.metadata.uid for j in cluster.batch.list_namespaced_job(namespace).items) == jobs
 
 
-def test_a_node_whose_new_driver_fails_stops_the_line(cluster, fleet_ns):
+def test_a_reconcile_without_the_new_version_refuses_the_downgrade_and_changes_nothing(cluster, fleet_ns):
+    spec, names, namespace, variables, _workloads = fleet_ns
+    # As a schedule that lacks the variable setting NEW runs it: the common role's default, OLD, is asked for.
+    scheduled = {key: value for key, value in variables.items() if key != "common_driver_version"}
+    before = snapshot(cluster, namespace, spec)
+    for check in (True, False):
+        run = playbook(cluster, "reconcile", scheduled, check=check)
+        name, result = run.failure()
+        assert name.endswith("Refuse a driver change to an older version"), (name, result.get("msg"))
+        assert result["msg"].startswith(
+            "refusing to downgrade the driver from %s to %s on %d GPU node(s) (%s): set driver_allow_downgrade: true "
+            "to do it. Nothing was changed." % (NEW, OLD, len(names), ", ".join(names))), result["msg"]
+        # Driver DaemonSets, every pod of the namespace and the nodes' labels and annotations as they were.
+        assert snapshot(cluster, namespace, spec) == before
+    images = driver_images(cluster, namespace)
+    assert sorted(images) == names and all(NEW in image for image in images.values()), images
+
+
+def test_an_allowed_rollback_in_which_a_nodes_driver_fails_stops_the_line(cluster, fleet_ns):
     spec, names, namespace, variables, _workloads = fleet_ns
     failing = [name for name in names if "gpu-ab" in name][0]
     before = driver_images(cluster, namespace)
     started = time.monotonic()
+    # BAD is older than NEW, which every node runs: a rollback, which only goes with driver_allow_downgrade.
     run = playbook(cluster, "deploy", dict(variables, common_driver_version=BAD, driver_upgrade_max_parallel=4,
-                                           driver_upgrade_max_unavailable="4"))
+                                           driver_upgrade_max_unavailable="4", driver_allow_downgrade=True))
     _name, result = run.failure()
     print("failure after %.1fs: %s" % (time.monotonic() - started, result["msg"]))
     # The waves as the rollout planned them: a node already without a working driver when a wave is planned joins

@@ -239,10 +239,11 @@ def test_a_driver_change_goes_to_the_canary_first_and_a_fault_stops_the_fleet(fl
         assert {core(member).read_node(name).metadata.labels.get(STATE) for name in member.node_names} == {
             "upgrade-done"}, member.name
 
-    # Driver BAD fails on one node of ocp-b, the second batch: the third cluster is exactly as it was.
+    # Driver BAD fails on one node of ocp-b, the second batch: the third cluster is exactly as it was. BAD is older
+    # than NEW: a rollback, which only goes with driver_allow_downgrade.
     before = snapshot(k8s_c)
     faulty = run("driver_upgrade", inventory, tmp_path,
-                 variables={"common_driver_version": BAD, "gpu_fleet_serial": [1, 1]})
+                 variables={"common_driver_version": BAD, "gpu_fleet_serial": [1, 1], "driver_allow_downgrade": True})
     outputs.append(faulty.output)
     assert faulty.process.returncode != 0
     assert faulty.batches() == [["ocp-a"], ["ocp-b"]], faulty.batches()

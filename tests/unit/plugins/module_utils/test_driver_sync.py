@@ -23,7 +23,8 @@ LABELLED = {'nvidia.com/gpu.deploy.driver': 'true'}
 def params(**overrides):
     base = {'namespace': 'gpu', 'state': 'present', 'mode': 'rhcos', 'driver': dict(DRIVER), 'nodes': None,
             'label_selector': None, 'page_size': 500, 'dtk_images': None, 'dtk_overrides': {}, 'precompiled_available': None,
-            'precompiled_registry_check': None, 'prepare_versions': [], 'allow_blocked': False, 'refuse_outdated': False,
+            'precompiled_registry_check': None, 'prepare_versions': [], 'allow_blocked': False, 'allow_downgrade': False,
+            'refuse_outdated': False,
             'plan_only': False, 'wait': None}
     base.update(overrides)
     return base
@@ -109,6 +110,29 @@ def test_blocked_version_fails_before_any_write_and_names_the_nodes():
     assert (tolerated['created'], tolerated['left_without_driver']) == ([DS_416], ['w3', 'w4'])
     assert module.warnings[0].startswith('driver for %s blocked, node(s) w3, w4: RHCOS %s has no tag' % (
         RHCOS_418, RHCOS_418))
+    assert cluster.writes == [('APPLY', DS_416)]
+
+
+def test_a_change_to_an_older_driver_is_refused_before_any_write_unless_allowed():
+    cluster = FakeCluster([rhcos_node('w1', extra=LABELLED), rhcos_node('w2', extra=LABELLED)],
+                          imagestream=stream((RHCOS_416, DTK_416)))
+    newer = dict(DRIVER, version='580.95.05')
+    assert run(FakeModule(params(driver=newer)), cluster)['downgrades'] == {}
+    cluster.writes.clear()
+    for check_mode in (False, True):
+        with pytest.raises(TaskError) as error:
+            run(FakeModule(params(), check_mode=check_mode), cluster)
+        assert str(error.value) == (
+            'refusing to downgrade the driver from 580.95.05 to 550.90.07 on 2 GPU node(s) (w1, w2): '
+            'set allow_downgrade: true to do it. Nothing was changed.')
+        assert error.value.result['downgrade_refusal'] == str(error.value).split(':')[0]
+        assert sorted(error.value.result['downgrades']) == ['w1', 'w2']
+        assert error.value.result['plan']['updated'] == [DS_416]
+    assert cluster.writes == []
+    # plan_only reports it; allow_downgrade applies it.
+    assert sorted(run(FakeModule(params(plan_only=True)), cluster)['downgrades']) == ['w1', 'w2']
+    allowed = run(FakeModule(params(allow_downgrade=True)), cluster)
+    assert (allowed['updated'], sorted(allowed['downgrades'])) == ([DS_416], ['w1', 'w2'])
     assert cluster.writes == [('APPLY', DS_416)]
 
 
