@@ -59,6 +59,18 @@ def refusals(nodes, names):
     return found
 
 
+def strategy_refusal(layouts_by_node, layout, strategy):
+    """Why a layout cannot be served under the MIG strategy, or None: under none, the nodes where it enables MIG
+    (layouts_by_node: node: gpu_layouts) would keep advertising whole GPUs, and no MIG device would appear."""
+    enabling = sorted(name for name, layouts in layouts_by_node.items() if any(gpu is not None for gpu in layouts))
+    if strategy != 'none' or not enabling:
+        return None
+    return ('MIG layout %s enables MIG on node(s) %s, but the MIG strategy is none: the device plugin would keep '
+            'advertising whole GPUs (nvidia.com/gpu) and no MIG device would appear. Set common_mig_strategy '
+            '(mig_strategy) to single or mixed, as the deploy gave it to the device plugin and GPU feature discovery '
+            '(deploy again after changing it); nothing changed' % (layout, ', '.join(enabling)))
+
+
 def node_gpus(node):
     """(GPU count, PCI device id or None) of a node, from GPU feature discovery's labels."""
     labels = _labels(node)
@@ -70,10 +82,11 @@ def node_gpus(node):
     return count, DEVICE_OF_PRODUCT.get(product)
 
 
-def expected_resources(node, config, layout, strategy):
-    """{resource: count} the node advertises once the layout is applied, under the MIG strategy."""
+def node_layouts(node, config, layout):
+    """What the layout makes of each of the node's GPUs (mig_parted.gpu_layouts); advertised_resources of it is what
+    the node advertises once the layout is applied, under a MIG strategy."""
     count, device = node_gpus(node)
-    return advertised_resources(gpu_layouts(config, layout, count, device), strategy)
+    return gpu_layouts(config, layout, count, device)
 
 
 def config_patch(node, layout, only_unlabelled=False):
@@ -119,7 +132,7 @@ def gpu_allocatable(node):
 
 def layout_progress(node, layout, expected):
     """('success', None), ('failed', why) or ('waiting', why) of a node asked for layout, by the MIG manager's state
-    label, the resources advertised (expected, from expected_resources; a resource not expected must be 0) and GPU
+    label, the resources advertised (expected, advertised_resources of node_layouts; a resource not expected must be 0) and GPU
     feature discovery's labels, back once the GPU clients the MIG manager stopped for the change run again."""
     labels = _labels(node)
     name = _metadata(node).get('name')
@@ -184,10 +197,13 @@ def _check(api, params):
     config = _read_config(api, params['namespace'], params['config_map'])
     by_name = dict((_metadata(node)['name'], node) for node in nodes)
     try:
-        expected = dict((name, expected_resources(by_name[name], config, params['config'], params['mig_strategy']))
-                        for name in names)
+        layouts = dict((name, node_layouts(by_name[name], config, params['config'])) for name in names)
+        expected = dict((name, advertised_resources(layouts[name], params['mig_strategy'])) for name in names)
     except LayoutError as error:
         raise TaskError('%s, nothing changed' % error)
+    refusal = strategy_refusal(layouts, params['config'], params['mig_strategy'])
+    if refusal:
+        raise TaskError(refusal, refused=[refusal])
     return by_name, names, expected
 
 

@@ -17,6 +17,7 @@ import re
 import time
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.gfd_labels import nodes_label_problems
+from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import DEPLOY_LABEL_PREFIX
 
 REVISION_HASH_LABEL = 'controller-revision-hash'
 # Waiting reasons that retrying will not cure: the wait fails at once, naming the cause.
@@ -26,12 +27,16 @@ CONFIG_REASONS = ('CreateContainerConfigError', 'CreateContainerError')
 # Problem kinds. Fatal ones end a wait at once; stuck ones only once they have lasted the grace period
 # (a pod the scheduler cannot place now may fit a moment later; a DaemonSet may create its pods late).
 IMAGE, CRASH, CONFIG, FAILED, MISSING = 'image', 'crash', 'config', 'failed', 'missing'
-UNSCHEDULABLE, NOT_CREATED = 'unschedulable', 'not-created'
+UNSCHEDULABLE, NOT_CREATED, DRIVER_OPTED_OUT = 'unschedulable', 'not-created', 'driver-opted-out'
 FATAL_KINDS = (IMAGE, CRASH, CONFIG, FAILED, MISSING)
 # Results of wait().
 READY, FAILED_FAST, TIMED_OUT = 'ready', 'failed', 'timed out'
 _PULLED_IMAGE_RE = re.compile(r'image "([^"]+)"')
 REPORTED_PROBLEMS = 10
+DRIVER_DEPLOY_LABEL = DEPLOY_LABEL_PREFIX + 'driver'
+# The nodes an admin opted out of the driver: no driver pod runs there, and (not labelled pre-installed) no driver is
+# known on the host.
+DRIVER_OPTED_OUT_SELECTOR = DRIVER_DEPLOY_LABEL + '=false'
 
 
 def selector_string(selector):
@@ -195,6 +200,36 @@ def pod_problems(pod):
     if unschedulable and not pod.get('spec', {}).get('nodeName'):
         problems.append(_problem(UNSCHEDULABLE, pod, '%s is Pending: %s' % (where, unschedulable)))
     return problems
+
+
+def waits_in_init(pod):
+    """True while a pod's init containers have not all completed (its Initialized condition is False), as an operand
+    pod's stay while its driver-validation init container waits for a driver."""
+    return any(c.get('type') == 'Initialized' and c.get('status') == 'False'
+               for c in _status(pod).get('conditions') or [])
+
+
+def driver_opted_out_problems(pods, nodes):
+    """Problems of the pods waiting in Init on a node opted out of the driver (nvidia.com/gpu.deploy.driver=false;
+    nodes: Node dicts, those with another value are ignored): no driver pod comes there, and none is known on the host
+    (that is nvidia.com/gpu.deploy.driver=pre-installed), so waiting does not help. A host driver on such a node is
+    found by the init container within seconds: the problem ends the wait only once it has lasted the grace period."""
+    opted_out = set(_meta(node).get('name') for node in nodes
+                    if (_meta(node).get('labels') or {}).get(DRIVER_DEPLOY_LABEL) == 'false')
+    return [_problem(DRIVER_OPTED_OUT, pod, (
+        '%s waits in Init for a driver, but the node is opted out of the driver (%s=false), so no driver pod runs '
+        'there, and has no pre-installed one (%s=pre-installed): install a driver on the host and label the node '
+        '%s=pre-installed, or remove the label so that the next deploy runs the driver there') % (
+            _where(pod), DRIVER_DEPLOY_LABEL, DRIVER_DEPLOY_LABEL, DRIVER_DEPLOY_LABEL))
+        for pod in pods if pod_node(pod) in opted_out and waits_in_init(pod)]
+
+
+def _driver_opted_out(reads, pods):
+    """driver_opted_out_problems of pods; the nodes opted out are read only while one of them waits in Init."""
+    waiting = [pod for pod in pods if waits_in_init(pod)]
+    if not waiting:
+        return []
+    return driver_opted_out_problems(waiting, reads.nodes([], DRIVER_OPTED_OUT_SELECTOR, labels_only=True))
 
 
 def failure_message(pod):
@@ -457,6 +492,7 @@ def observe_daemonsets(reads, names, selector, accept_outdated=False):
         problems.extend(daemonset_problems(daemonset, current, state, events.get() if creating else ()))
         unready.extend(p for p in current if owned_by(p, daemonset) and not pod_is_ready(p))
         states.append(state)
+    problems.extend(_driver_opted_out(reads, unready))
     ready_pods = {}
     for state in states:
         for entry in state['pods']:

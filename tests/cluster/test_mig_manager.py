@@ -1,7 +1,8 @@
 """The MIG manager through the deploy, mig_config, status and uninstall playbooks against the local control plane: the
 MIG manager on the MIG-capable nodes only, their default layout, a re-run that changes nothing, a node without MIG
-refused by name before anything changes, a layout applied after the GPU workloads were evicted, a node whose
-reconfiguration fails named by the play, and an uninstall that leaves the nodes' labels as they were."""
+refused by name before anything changes, as is a layout enabling MIG under the none strategy, a layout applied after
+the GPU workloads were evicted, a node whose reconfiguration fails named by the play, and an uninstall that leaves the
+nodes' labels as they were."""
 
 import copy
 import os
@@ -86,6 +87,17 @@ def test_mig_layout_applied_after_eviction_refused_without_mig_failure_named_uni
         assert task.endswith("The layout is known and every node can take it (nothing changes yet)")
         assert "node %s: GPU NVIDIA-L40S is not MIG-capable" % l40s in failed["msg"]
         assert a100 not in failed["msg"]
+        assert node_labels(cluster, names) == labelled
+        assert cluster.core.read_namespaced_pod("trainer", workloads).metadata.deletion_timestamp is None
+        # Under the none strategy the MIG devices of a layout would never be advertised: refused up front, the setting
+        # to change named, before any eviction or label (the simulated MIG manager would have applied it).
+        refused = playbook(cluster, "mig_config", dict(variables, common_mig_strategy="none",
+                                                       mig_config_layout="all-1g.10gb", mig_config_nodes=[a100]))
+        task, failed = refused.failure()
+        assert task.endswith("The layout is known and every node can take it (nothing changes yet)")
+        assert failed["msg"].startswith("MIG layout all-1g.10gb enables MIG on node(s) %s, but the MIG strategy is "
+                                        "none" % a100), failed["msg"]
+        assert "Set common_mig_strategy (mig_strategy) to single or mixed" in failed["msg"]
         assert node_labels(cluster, names) == labelled
         assert cluster.core.read_namespaced_pod("trainer", workloads).metadata.deletion_timestamp is None
 

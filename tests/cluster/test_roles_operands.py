@@ -365,6 +365,28 @@ def test_unpullable_operand_image_fails_fast_naming_node_and_image(cluster, name
         namespace, field_selector="metadata.name=nvidia-dcgm-exporter").items
 
 
+def test_operands_on_a_node_opted_out_of_the_driver_fail_naming_it_long_before_the_timeout(
+        cluster, namespace, make_fleet):
+    served, opted_out, _cpu = make_fleet(gpu_fleet()).node_names
+    prepare(cluster, namespace, [served])
+    # An admin opted the other node out of the driver, and it has none on the host (that would be pre-installed).
+    cluster.core.patch_node(opted_out, {"metadata": {"labels": dict(
+        {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.deploy.driver": "false"},
+        **{"nvidia.com/gpu.deploy." + o: "true" for o in OPERANDS if o != "driver"})}})
+    result = run_roles(cluster, {"common_namespace": namespace, "common_wait_timeout": 300}, roles=ROLES[:1])
+    failed = failure(result)
+    timeout = failed["invocation"]["module_args"]["timeout"]
+    print("the wait failed after %.1fs of its %ss" % (failed["elapsed"], timeout))
+    # Once the pod has waited in Init for the grace period (20 s), not at the timeout.
+    assert (failed["outcome"], timeout) == ("failed", 300) and failed["elapsed"] < timeout / 2, failed["elapsed"]
+    assert [(p["kind"], p["node"]) for p in failed["problems"]] == [("driver-opted-out", opted_out)]
+    assert ("node %s: pod %s/nvidia-container-toolkit-daemonset-" % (opted_out, namespace)) in failed["msg"]
+    assert ("waits in Init for a driver, but the node is opted out of the driver (nvidia.com/gpu.deploy.driver=false)"
+            in failed["msg"]), failed["msg"]
+    assert "install a driver on the host and label the node nvidia.com/gpu.deploy.driver=pre-installed" in failed["msg"]
+    assert failed["ready_nodes"] == [served]
+
+
 def test_validation_failure_on_one_node_is_named(cluster, namespace, make_fleet):
     spec = gpu_fleet({"name": "good", "gpu": {"count": 4}, "os": {"rhcos": RHCOS_416}},
                      {"name": "bad", "gpu": {"count": 4}, "os": {"rhcos": RHCOS_416},

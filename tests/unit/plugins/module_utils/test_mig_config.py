@@ -8,8 +8,9 @@ import yaml
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import TaskError
 from ansible_collections.accelerators.gpu.plugins.module_utils.mig_config import (
-    CONFIG_LABEL, MIG_MANAGER_LABELS_ANNOTATION, SET_ANNOTATION, STATE_LABEL, config_patch, expected_resources, layout_progress, refusals,
-    removal_patch, run)
+    CONFIG_LABEL, MIG_MANAGER_LABELS_ANNOTATION, SET_ANNOTATION, STATE_LABEL, config_patch, layout_progress, node_layouts,
+    refusals, removal_patch, run, strategy_refusal)
+from ansible_collections.accelerators.gpu.plugins.module_utils.mig_parted import advertised_resources
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.fakes import FakeModule
 
 CONFIG = {'mig-configs': {'all-disabled': [{'devices': 'all', 'mig-enabled': False}],
@@ -36,9 +37,23 @@ def test_nodes_without_mig_missing_or_unknown_are_refused_by_name_and_gpu():
 
 
 def test_expected_resources_follow_the_gpu_count_and_strategy():
-    assert expected_resources(node('a', A100), CONFIG, 'all-1g.10gb', 'mixed') == {
+    assert advertised_resources(node_layouts(node('a', A100), CONFIG, 'all-1g.10gb'), 'mixed') == {
         'nvidia.com/gpu': 0, 'nvidia.com/mig-1g.10gb': 14}
-    assert expected_resources(node('a', A100), CONFIG, 'all-disabled', 'mixed') == {'nvidia.com/gpu': 2}
+    assert advertised_resources(node_layouts(node('a', A100), CONFIG, 'all-disabled'), 'mixed') == {'nvidia.com/gpu': 2}
+
+
+def test_a_layout_enabling_mig_is_refused_under_the_none_strategy_naming_the_setting():
+    layouts = {'a': node_layouts(node('a', A100), CONFIG, 'all-1g.10gb'), 'b': [None, None]}
+    assert strategy_refusal(layouts, 'all-1g.10gb', 'none') == (
+        'MIG layout all-1g.10gb enables MIG on node(s) a, but the MIG strategy is none: the device plugin would keep '
+        'advertising whole GPUs (nvidia.com/gpu) and no MIG device would appear. Set common_mig_strategy '
+        '(mig_strategy) to single or mixed, as the deploy gave it to the device plugin and GPU feature discovery '
+        '(deploy again after changing it); nothing changed')
+    # MIG enabled without devices counts too; disabling it, or another strategy, is fine.
+    assert strategy_refusal({'a': [{}, None]}, 'all-enabled', 'none') is not None
+    assert strategy_refusal({'b': [None, None]}, 'all-disabled', 'none') is None
+    for strategy in ('single', 'mixed'):
+        assert strategy_refusal(layouts, 'all-1g.10gb', strategy) is None
 
 
 def test_the_patch_asks_for_the_layout_and_resets_the_state_only_when_it_changes():
@@ -154,6 +169,12 @@ def test_a_node_without_mig_refuses_the_layout_before_any_label():
         run_module_work(api, nodes=['a', 'l'])
     with pytest.raises(TaskError, match='no MIG layout all-9g.1gb'):
         run_module_work(api, nodes=['a'], config='all-9g.1gb', action='check')
+    for action in ('check', 'apply'):
+        with pytest.raises(TaskError, match='MIG layout all-1g.10gb enables MIG on node.s. a, but the MIG strategy is '
+                                            'none') as refused:
+            run_module_work(api, nodes=['a'], action=action, mig_strategy='none')
+        assert refused.value.result['refused'][0].endswith('nothing changed')
+    assert run_module_work(api, nodes=['a'], action='check', config='all-disabled', mig_strategy='none')['changing'] == ['a']
     assert api.patches == []
 
 

@@ -253,6 +253,54 @@ def test_waiting_for_a_predecessor_is_no_problem():
     assert pod_problems(pod('p', 'gpu-1', ready=False, statuses=[container_status('main', waiting)])) == []
 
 
+def in_init(name, node):
+    """A pod whose init container waits (for a driver), as a kubelet shows it."""
+    waiting = {'waiting': {'reason': 'PodInitializing', 'message': ''}}
+    return pod(name, node, ready=False, statuses=[container_status('main', waiting)],
+               init_statuses=[container_status('driver-validation', {'running': {}})],
+               conditions=[{'type': 'Initialized', 'status': 'False'}, {'type': 'Ready', 'status': 'False'}])
+
+
+def driver_labelled(name, value):
+    return {'metadata': {'name': name, 'labels': {'nvidia.com/gpu.deploy.driver': value}}}
+
+
+def test_a_pod_waiting_in_init_on_a_node_opted_out_of_the_driver_is_a_problem_after_the_grace():
+    nodes = [driver_labelled('out', 'false'), driver_labelled('host', 'pre-installed'),
+             driver_labelled('on', 'true')]
+    pods = [in_init('a', 'out'), in_init('b', 'host'), in_init('c', 'on'),
+            pod('d', 'out', ready=False, phase='Running')]
+    assert [readiness.waits_in_init(p) for p in pods] == [True, True, True, False]
+    problems = readiness.driver_opted_out_problems(pods, nodes)
+    assert [(p['kind'], p['fatal'], p['node'], p['pod']) for p in problems] == [('driver-opted-out', False, 'out', 'a')]
+    assert problems[0]['text'] == (
+        'node out: pod gpu/a waits in Init for a driver, but the node is opted out of the driver '
+        '(nvidia.com/gpu.deploy.driver=false), so no driver pod runs there, and has no pre-installed one '
+        '(nvidia.com/gpu.deploy.driver=pre-installed): install a driver on the host and label the node '
+        'nvidia.com/gpu.deploy.driver=pre-installed, or remove the label so that the next deploy runs the driver there')
+    # Not fatal: a host driver on a node labelled false is found by the init container within the grace period.
+    waited = run_wait([Observation(False, problems)], timeout=300, grace=20)
+    assert (waited['outcome'], waited['elapsed'], waited['decisive']) == (FAILED_FAST, 20, problems)
+
+
+def test_observe_daemonsets_reads_the_opted_out_nodes_only_while_a_pod_waits_in_init():
+    class Reads(FakeReads):
+        def nodes(self, names, selector, labels_only=False):
+            self.calls.append(('nodes', tuple(names), selector, labels_only))
+            return super(Reads, self).nodes(names, selector, labels_only)
+
+    nodes = [driver_labelled('n2', 'false')]
+    waiting = Reads(daemonsets=[daemonset(ready=1, available=1)], pods=[pod('a', 'n1'), in_init('b', 'n2')],
+                    nodes=nodes)
+    observation = observe_daemonsets(waiting, ['toolkit'], '')
+    assert [(p['kind'], p['node']) for p in observation.problems] == [('driver-opted-out', 'n2')]
+    assert ('nodes', (), 'nvidia.com/gpu.deploy.driver=false', True) in waiting.calls
+    running = Reads(daemonsets=[daemonset(ready=1, available=1)], pods=[pod('a', 'n1'), pod('b', 'n2', ready=False)],
+                    nodes=nodes)
+    assert observe_daemonsets(running, ['toolkit'], '').problems == []
+    assert not [call for call in running.calls if call[0] == 'nodes']
+
+
 def test_daemonset_that_cannot_create_pods_says_why():
     ds = daemonset(current=0, ready=0, updated=0, available=0)
     events = [event('ds-1', 'FailedCreate', 'pods "x" is forbidden: violates PodSecurity "baseline:latest"',
