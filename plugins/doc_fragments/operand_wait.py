@@ -106,7 +106,7 @@ options:
   grace:
     description:
       - Seconds a pod may stay unschedulable, a DaemonSet fall short of creating its pods, or a pod wait in Init on a
-        node opted out of the driver (C(nvidia.com/gpu.deploy.driver=false): no driver pod comes there, and none is
+        node opted out of the driver (C(nvidia.com/gpu.deploy.driver=false), so no driver pod comes there, and none is
         known on the host, which C(pre-installed) would say), before the wait fails naming the node and what to do.
       - Image pull failures, crash loops and failed Jobs fail the wait at once.
     type: int

@@ -18,7 +18,7 @@ description:
   - I(action=check) reads the nodes and the layouts and fails, changing nothing, naming each node that cannot take
     the layout (its GPU not MIG-capable by GPU feature discovery's C(nvidia.com/mig.capable) label, or unknown), an
     unknown layout, or a layout that enables MIG under I(mig_strategy=none) (the nodes would keep advertising whole
-    GPUs and no MIG device would appear: the message names the setting to change, C(common_mig_strategy) in the
+    GPUs and no MIG device would appear; the message names the setting to change, C(common_mig_strategy) in the
     playbooks); it returns the nodes whose layout would change (to evict their GPU workloads first).
   - I(action=apply) does the same checks, sets C(nvidia.com/mig.config) (and the state back to C(pending)) on the
     nodes not yet at the layout, then waits until each reports C(success) and advertises the layout's resources
