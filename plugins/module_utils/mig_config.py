@@ -132,8 +132,9 @@ def gpu_allocatable(node):
 
 def layout_progress(node, layout, expected):
     """('success', None), ('failed', why) or ('waiting', why) of a node asked for layout, by the MIG manager's state
-    label, the resources advertised (expected, advertised_resources of node_layouts; a resource not expected must be 0) and GPU
-    feature discovery's labels, back once the GPU clients the MIG manager stopped for the change run again."""
+    label, the resources advertised (expected, advertised_resources of node_layouts; a resource not expected must be
+    0) and GPU feature discovery's labels, back once the GPU clients the MIG manager stopped for the change run
+    again."""
     labels = _labels(node)
     name = _metadata(node).get('name')
     state = labels.get(STATE_LABEL)
