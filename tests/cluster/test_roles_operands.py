@@ -374,11 +374,11 @@ def test_operands_on_a_node_opted_out_of_the_driver_fail_naming_it_long_before_t
         {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.deploy.driver": "false"},
         **{"nvidia.com/gpu.deploy." + o: "true" for o in OPERANDS if o != "driver"})}})
     result = run_roles(cluster, {"common_namespace": namespace, "common_wait_timeout": 300}, roles=ROLES[:1])
-    failed = failure(result)
+    failed = failed_fast(result, "Container toolkit service account, RuntimeClass and DaemonSet, the validator "
+                                 "DaemonSet, then wait for the toolkit on every node")
+    # Once the pod had waited in Init for the grace period (20 s): the wait's own figure against its timeout.
     timeout = failed["invocation"]["module_args"]["timeout"]
-    print("the wait failed after %.1fs of its %ss" % (failed["elapsed"], timeout))
-    # Once the pod has waited in Init for the grace period (20 s), not at the timeout.
-    assert (failed["outcome"], timeout) == ("failed", 300) and failed["elapsed"] < timeout / 2, failed["elapsed"]
+    assert timeout == 300 and failed["elapsed"] < timeout, (failed["elapsed"], timeout)
     assert [(p["kind"], p["node"]) for p in failed["problems"]] == [("driver-opted-out", opted_out)]
     assert ("node %s: pod %s/nvidia-container-toolkit-daemonset-" % (opted_out, namespace)) in failed["msg"]
     assert ("waits in Init for a driver, but the node is opted out of the driver (nvidia.com/gpu.deploy.driver=false)"
