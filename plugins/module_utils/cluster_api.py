@@ -29,10 +29,11 @@ import contextlib
 import gc
 import inspect
 import json
+import time
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.dtk import (
     DTK_IMAGESTREAM, DTK_NAMESPACE, NOT_OPENSHIFT, STREAM_MISSING)
-from ansible_collections.accelerators.gpu.plugins.module_utils import kube_protobuf, module_worker
+from ansible_collections.accelerators.gpu.plugins.module_utils import api_retry, kube_protobuf, module_worker
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
@@ -110,13 +111,16 @@ def cyclic_gc_paused():
 
 class APIError(Exception):
     """A request that failed. status: the HTTP status (None when the server was not reached); details: the
-    details of the API server's Status answer ({} when it gave none, as for a path it does not serve)."""
+    details of the API server's Status answer ({} when it gave none, as for a path it does not serve); fault: the
+    api_retry kind of a fault that retries did not outlast (the API server lost or overloaded), None for an answer."""
 
-    def __init__(self, method, path, status, message, details=None):
+    def __init__(self, method, path, status, message, details=None, fault=None):
         super(APIError, self).__init__('%s %s: %s%s' % (
             method, path, 'HTTP %s: ' % status if status else '', message))
+        self.method, self.path, self.message = method, path, message
         self.status = status
         self.details = details or {}
+        self.fault = fault
 
 
 class TaskError(Exception):
@@ -282,7 +286,7 @@ class ClusterAPI:
     admits it, and stores nothing.
     """
 
-    def __init__(self, module):
+    def __init__(self, module, clock=time.monotonic, sleep=time.sleep):
         # The client is imported here, not with this file: a module process that a module worker serves never
         # needs it (module_worker).
         from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
@@ -297,12 +301,32 @@ class ClusterAPI:
         self._module = module
         self._warned_full_views = set()
         self.dry_run = module.check_mode
-        try:
-            self._client = get_api_client(module).client
-        except CoreException as error:
-            raise TaskError('cannot create the Kubernetes API client: %s' % error)
-        except HTTPError as error:  # the client reads the API server's version as it is created
-            raise TaskError('cannot reach the API server: %s' % error)
+        # The faults met (api_retry.fault kinds), the requests retried and given up, the seconds they took.
+        self.faults = collections.Counter()
+        self.retried = self.given_up = self.last_tries = 0
+        self.retry_seconds = 0.0
+        self._deadline = None
+        self._clock, self._sleep = clock, sleep
+        started = self._clock()
+        tries = 0
+        while True:
+            tries += 1
+            try:
+                self._client = get_api_client(module).client
+                break
+            except CoreException as error:
+                raise TaskError('cannot create the Kubernetes API client: %s' % error)
+            except HTTPError as error:  # the client reads the API server's version as it is created
+                fault = api_retry.transport_fault(error)
+                wait = api_retry.next_try(self._clock(), tries, started + api_retry.RETRY_SECONDS) if fault else None
+                if wait is None:
+                    raise TaskError('cannot reach the API server: %s%s' % (
+                        error, ' (tried %d times in %.1f s)' % (tries, self._clock() - started) if tries > 1 else ''))
+                self.faults[fault] += 1
+                self.retried = 1
+                self._sleep(wait)
+        if tries > 1:
+            self.retry_seconds = self._clock() - started
 
     def request_counts(self):
         """Requests sent since this object was created, by HTTP verb."""
@@ -313,21 +337,91 @@ class ClusterAPI:
         counts = _RESPONSE_BYTES - self._bytes_baseline
         return {'wire': counts['wire'], 'json': counts['json']}
 
+    @contextlib.contextmanager
+    def deadline(self, seconds):
+        """Within, a request is retried until seconds from now at most (a wait's timeout), not RETRY_SECONDS."""
+        before = self._deadline
+        self._deadline = self._clock() + seconds
+        try:
+            yield
+        finally:
+            self._deadline = before
+
+    def fault_summary(self):
+        """The line that says what faults the requests met and how they were retried, '' when they met none."""
+        if not self.faults:
+            return ''
+        return api_retry.summary(self._client.configuration.host, self.faults, self.retried,
+                                 self.retry_seconds, self.given_up)
+
+    def _send(self, method, path, body, params):
+        """One try: the response, or (APIError, the fault, Retry-After seconds)."""
+        # Copies: the client adds to the header and query parameters it is given.
+        params = dict(params)
+        for name in ('header_params', 'query_params'):
+            if name in params:
+                params[name] = type(params[name])(params[name])
+        try:
+            return self._client.request(method, path, body=body, serialize=False, **params), None
+        except self._api_errors as error:
+            message, details = _parse_status(error.body)
+            after = api_retry.retry_after((getattr(error, 'headers', None) or {}).get('Retry-After'))
+            return None, (APIError(method.upper(), path, error.status, message, details),
+                          api_retry.status_fault(error.status, details), after)
+        except self._transport_errors as error:
+            return None, (APIError(method.upper(), path, None, 'cannot reach the API server %s: %s'
+                                   % (self._client.configuration.host, error)), api_retry.transport_fault(error), None)
+
     def _request(self, method, path, body=None, content_type=None, write=False, protobuf_maps=None, **params):
         """The answer to a request, decoded: JSON, or a protobuf PartialObjectMetadataList (kube_protobuf) with the
-        string maps of its objects' metadata that protobuf_maps names (by default labels and annotations)."""
+        string maps of its objects' metadata that protobuf_maps names (by default labels and annotations).
+
+        A request that meets a fault is tried again as api_retry says, until its deadline; a DELETE whose object
+        is gone after a retry is done. self.last_tries: the tries of this request."""
         if write and self.dry_run:
             params['dry_run'] = 'All'
         if content_type:
             params['content_type'] = content_type
-        try:
-            response = self._client.request(method, path, body=body, serialize=False, **params)
-        except self._api_errors as error:
-            message, details = _parse_status(error.body)
-            raise APIError(method.upper(), path, error.status, message, details)
-        except self._transport_errors as error:
-            raise APIError(method.upper(), path, None, 'cannot reach the API server %s: %s'
-                           % (self._client.configuration.host, error))
+        started = self._clock()
+        deadline = min(started + api_retry.RETRY_SECONDS, self._deadline or float('inf'))
+        self.last_tries = 0
+        while True:
+            response, failure = self._send(method, path, body, params)
+            self.last_tries += 1
+            if failure is None:
+                try:
+                    answer = self._decode(method, path, response, protobuf_maps)
+                except self._transport_errors as error:  # the connection broke off in the answer
+                    failure = (APIError(method.upper(), path, None, 'the answer of the API server %s broke off: %s'
+                                        % (self._client.configuration.host, error)),
+                               api_retry.transport_fault(error), None)
+                else:
+                    if self.last_tries > 1:
+                        self.retry_seconds += self._clock() - started
+                    return answer
+            error, fault, after = failure
+            if self.last_tries > 1 and method.upper() == 'DELETE' and error.status == 404:
+                self.retry_seconds += self._clock() - started
+                return {'kind': 'Status', 'status': 'Success', 'details': error.details}
+            wait = api_retry.next_try(self._clock(), self.last_tries, deadline, after) \
+                if api_retry.retryable(method, content_type, fault) else None
+            if fault:
+                self.faults[fault] += 1
+            if wait is None:
+                error.fault = fault
+                if self.last_tries > 1:
+                    self.retry_seconds += self._clock() - started
+                    self.given_up += 1
+                    error = APIError(error.method, path, error.status, '%s (tried %d times in %.1f s)' % (
+                        error.message, self.last_tries, self._clock() - started), error.details, fault)
+                raise error
+            if self.last_tries == 1:
+                self.retried += 1
+            self._sleep(wait)
+
+    @staticmethod
+    def _decode(method, path, response, protobuf_maps):
+        """A response's body, decoded: JSON, or a protobuf PartialObjectMetadataList as it arrives."""
         if (response.headers.get('Content-Type') or '').startswith(kube_protobuf.MEDIA_TYPE):
             # Decoded as it arrives: the answer's bytes are never all held at once.
             decoded = collections.Counter()
@@ -599,10 +693,21 @@ def run_module(argument_spec, task, **module_options):
         api = ClusterAPI(module)
         result = task(module, api)
     except TaskError as error:
-        module.fail_json(msg=str(error), api_requests=api.request_counts() if api else {},
-                         api_response_bytes=api.response_bytes() if api else {}, **error.result)
+        module.fail_json(msg=str(error), **dict(_api_report(module, api), **error.result))
     except APIError as error:
-        module.fail_json(msg=str(error), status=error.status, api_requests=api.request_counts(),
-                         api_response_bytes=api.response_bytes())
+        module.fail_json(msg=str(error), status=error.status, **_api_report(module, api))
     with cyclic_gc_paused():  # exit_json copies the result to hide no_log values, then ends the process
-        module.exit_json(api_requests=api.request_counts(), api_response_bytes=api.response_bytes(), **result)
+        module.exit_json(**dict(_api_report(module, api), **result))
+
+
+def _api_report(module, api):
+    """What every result says of the module's requests: api_requests, api_response_bytes, and api_faults when
+    they met faults, which a warning then says once (a run that met none warns of nothing)."""
+    if api is None:
+        return {'api_requests': {}, 'api_response_bytes': {}}
+    report = {'api_requests': api.request_counts(), 'api_response_bytes': api.response_bytes()}
+    if api.faults:
+        report['api_faults'] = {'faults': dict(api.faults), 'retried': api.retried, 'given_up': api.given_up,
+                                'seconds': round(api.retry_seconds, 1)}
+        module.warn(api.fault_summary())
+    return report

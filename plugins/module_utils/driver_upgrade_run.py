@@ -15,7 +15,7 @@ from ansible_collections.accelerators.gpu.plugins.module_utils.driver_sync impor
 from ansible_collections.accelerators.gpu.plugins.module_utils.gpu_eviction import (
     drain_plan, eviction_plan, evict_until_gone)
 from ansible_collections.accelerators.gpu.plugins.module_utils.readiness import (
-    job_state, pod_is_ready, pod_problems)
+    Lost, job_state, pod_is_ready, pod_problems)
 from ansible_collections.accelerators.gpu.plugins.module_utils.validation import (
     KEY_ANNOTATION, NODE_ANNOTATION, check_label_selector)
 
@@ -168,9 +168,24 @@ class Rollout(object):
         deadline = self.clock() + self.params['wait_timeout']
         waiting = dict((entry['name'], entry) for entry in wave)
         failed, first_seen = [], {}
+        lost = Lost(self.clock)
         while waiting:
-            states = dict((s['name'], s) for s in self.read_states())
-            operand_pods = self.api.list_pods(self.namespace, MANAGED_SELECTOR)
+            try:
+                with self.api.deadline(max(0.0, deadline - self.clock())):
+                    states = dict((s['name'], s) for s in self.read_states())
+                    operand_pods = self.api.list_pods(self.namespace, MANAGED_SELECTOR)
+            except APIError as error:
+                # The API server out of reach: the nodes' state is unknown, not failed; wait on, to the deadline.
+                if not error.fault:
+                    raise
+                lost.since(error)
+                if self.clock() >= deadline:
+                    raise TaskError('the driver of node(s) %s not seen back within %d s%s; they stay %s, which a next '
+                                    'run resumes from' % (', '.join(sorted(waiting)), self.params['wait_timeout'],
+                                                          lost.words(), du.POD_RESTART_REQUIRED))
+                self.sleep(self.params['poll_interval'])
+                continue
+            lost.back()
             now = self.clock()
             for name, entry in list(waiting.items()):
                 state = states.get(name) or {}
@@ -190,8 +205,8 @@ class Rollout(object):
                         failed.append(self.fail_node(entry, '; '.join(p['text'] for p in problems)))
                         del waiting[name]
                 elif now >= deadline:
-                    failed.append(self.fail_node(entry, 'not back within %d s: %s' % (
-                        self.params['wait_timeout'], why)))
+                    failed.append(self.fail_node(entry, 'not back within %d s: %s%s' % (
+                        self.params['wait_timeout'], why, lost.words())))
                     del waiting[name]
             if waiting:
                 self.sleep(self.params['poll_interval'])

@@ -12,6 +12,7 @@ __metaclass__ = type
 import time
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import APIError, TaskError
+from ansible_collections.accelerators.gpu.plugins.module_utils.readiness import Lost
 
 SKIP_LABEL = 'nvidia.com/gpu-driver-upgrade-drain.skip'
 # MIG devices under the mixed strategy are GPUs too (the GPU Operator's gpuPodSpecFilter: nvidia.com/gpu*, nvidia.com/mig-*).
@@ -166,37 +167,57 @@ def evict_until_gone(api, nodes, plan_pods, timeout, poll_interval, check_mode=F
     """
     deadline = clock() + timeout
     evicted = set()
+    lost = Lost(clock)
     while True:
-        by_node = dict((node, plan_pods(api.list_node_pods(node), skip_label)) for node in nodes)
-        blocked, left = {}, {}
-        for node, plan in by_node.items():
-            node_blocked = {}
-            for pod in plan['evict']:
-                try:
-                    api.evict_pod(eviction(pod))
-                except APIError as error:
-                    if error.status == 404:
-                        continue
-                    if error.status != 429:
-                        raise
-                    node_blocked[pod_key(pod)] = blocking_budgets(pod, api.list_pod_disruption_budgets(
-                        pod['metadata']['namespace']))
-                    continue
-                evicted.add(pod_key(pod))
-            blocked.update(node_blocked)
-            if plan['evict'] or plan['terminating']:
-                waiting = [key for key in plan['terminating'] + [pod_key(pod) for pod in plan['evict']]
-                           if key not in node_blocked]
-                left[node] = _not_gone_message(node_blocked, waiting)
-        result = {'evicted': sorted(evicted), 'spared': [s for p in by_node.values() for s in p['spared']],
-                  'blocked': blocked, 'terminating': [t for p in by_node.values() for t in p['terminating']],
-                  'left': {}}
+        try:
+            with api.deadline(max(0.0, deadline - clock())):
+                result, left = _evict_round(api, nodes, plan_pods, skip_label, evicted)
+        except APIError as error:
+            # The API server out of reach: what is left is unknown, not failed; try again, to the deadline.
+            if not error.fault:
+                raise
+            lost.since(error)
+            if clock() >= deadline:
+                return {'evicted': sorted(evicted), 'spared': [], 'blocked': {}, 'terminating': [],
+                        'left': dict((node, 'unknown%s' % lost.words()) for node in nodes)}
+            sleep(poll_interval)
+            continue
+        lost.back()
         if check_mode or not left:
             return result
         if clock() >= deadline:
-            result['left'] = left
+            result['left'] = dict((node, words + lost.words()) for node, words in left.items())
             return result
         sleep(poll_interval)
+
+
+def _evict_round(api, nodes, plan_pods, skip_label, evicted):
+    """One round of evict_until_gone: (its result without left, by node what is still there), evicted updated."""
+    by_node = dict((node, plan_pods(api.list_node_pods(node), skip_label)) for node in nodes)
+    blocked, left = {}, {}
+    for node, plan in by_node.items():
+        node_blocked = {}
+        for pod in plan['evict']:
+            try:
+                api.evict_pod(eviction(pod))
+            except APIError as error:
+                if error.status == 404:
+                    continue
+                if error.status != 429:
+                    raise
+                node_blocked[pod_key(pod)] = blocking_budgets(pod, api.list_pod_disruption_budgets(
+                    pod['metadata']['namespace']))
+                continue
+            evicted.add(pod_key(pod))
+        blocked.update(node_blocked)
+        if plan['evict'] or plan['terminating']:
+            waiting = [key for key in plan['terminating'] + [pod_key(pod) for pod in plan['evict']]
+                       if key not in node_blocked]
+            left[node] = _not_gone_message(node_blocked, waiting)
+    result = {'evicted': sorted(evicted), 'spared': [s for p in by_node.values() for s in p['spared']],
+              'blocked': blocked, 'terminating': [t for p in by_node.values() for t in p['terminating']],
+              'left': {}}
+    return result, left
 
 
 def run(module, api, clock=time.monotonic, sleep=time.sleep):

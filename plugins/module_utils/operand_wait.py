@@ -36,6 +36,12 @@ WAIT_ARGUMENT_SPEC = dict(
 WARNING_EVENTS_PAGE = 1000
 
 
+def api_lost(error):
+    """The words of an error that means the API server is out of reach or overloaded for now (APIError.fault), None
+    for any other: a wait counts the state behind such an error as unknown, not as failed (readiness.wait)."""
+    return str(error) if isinstance(error, APIError) and error.fault else None
+
+
 def job_summary(job):
     """What a validation plan reads of a Job (module_utils/validation.py): names, annotations, deletion, conditions;
     the pod template and the rest stay out of the result, which Ansible carries from task to task."""
@@ -59,6 +65,10 @@ class OperandReads:
     def __init__(self, api, namespace):
         self.api = api
         self.namespace = namespace
+
+    def deadline(self, seconds):
+        """The API layer's: a request within is retried for seconds at most."""
+        return self.api.deadline(seconds)
 
     def _named_and_selected(self, path, names, selector):
         found, missing = {}, []
@@ -143,13 +153,16 @@ def _wait(params, reads, subject, observe, before=None, timeout=None):
     call, which this one's result extends (its report, its message, its seconds). timeout: params' unless given."""
     before = before or {}
     timeout = params['timeout'] if timeout is None else timeout
-    outcome, observation, decisive, elapsed = readiness.wait(observe, timeout, params['poll_interval'],
-                                                             params['grace'])
+    with reads.deadline(timeout):
+        outcome, observation, decisive, elapsed, unreachable = readiness.wait(
+            observe, timeout, params['poll_interval'], params['grace'], lost=api_lost)
     diagnosis = []
-    if outcome != readiness.READY:
+    if outcome != readiness.READY and not unreachable:
         events = reads.warning_events() if observation.unready_pods else []
         diagnosis = readiness.diagnose(observation, events, params['event_limit'])
     message = readiness.outcome_message(subject, outcome, observation, decisive, diagnosis, elapsed, timeout)
+    if outcome != readiness.READY and unreachable:
+        message = '\n'.join((message, readiness.unreachable_line(unreachable)))
     result = dict(before, **observation.report)
     result.update(ready=outcome == readiness.READY, outcome=outcome,
                   elapsed=round(elapsed + before.get('elapsed', 0), 1),

@@ -664,25 +664,80 @@ def public_problems(problems):
     return [dict((k, v) for k, v in p.items() if k != 'key') for p in problems]
 
 
-def wait(observe, timeout, interval, grace, clock=time.monotonic, sleep=time.sleep):
+class Lost(object):
+    """How long a wait went without the API server: the stretches in which its reads failed with an error that
+    lost() (see wait) names. clock: seconds, monotonic."""
+
+    def __init__(self, clock):
+        self.clock = clock
+        self.seconds, self.error, self._since = 0.0, None, None
+
+    def since(self, error, started=None):
+        """A read failed (it started at started, by default now)."""
+        self.error = error
+        if self._since is None:
+            self._since = self.clock() if started is None else started
+
+    def back(self, at=None):
+        """A read succeeded (it started at at, by default now)."""
+        if self._since is not None:
+            self.seconds += (self.clock() if at is None else at) - self._since
+            self._since = None
+
+    def report(self):
+        """None, or when the API server was out of reach: {'seconds': how long in all, 'error': its last words}."""
+        if self.error is None:
+            return None
+        ongoing = self.clock() - self._since if self._since is not None else 0.0
+        return {'seconds': round(self.seconds + ongoing, 1), 'error': str(self.error)}
+
+    def words(self):
+        """'; the API server was unreachable for N s of the wait (last: ...)', '' when it never was."""
+        return '; %s' % unreachable_line(self.report()) if self.error is not None else ''
+
+
+def wait(observe, timeout, interval, grace, clock=time.monotonic, sleep=time.sleep, lost=lambda error: None):
     """Observe until ready, until a problem is fatal, or until timeout (seconds) has passed.
 
     observe() -> Observation. A fatal problem ends the wait at once; a stuck one (unschedulable pod, pods not
-    created) once it has been seen for grace seconds in a row. Returns (READY | FAILED_FAST | TIMED_OUT, the
-    last observation, the problems that ended the wait, elapsed seconds).
+    created) once it has been seen for grace seconds in a row. lost(error) -> the words of an exception of observe()
+    that means the API server is out of reach for now, None for any other (which ends the wait): while it is, the
+    state is unknown, not failed, and the wait goes on. Returns (READY | FAILED_FAST | TIMED_OUT, the last
+    observation (not ready, without problems, before the first), the problems that ended the wait, elapsed seconds,
+    and Lost.report(): None, or how long the API server was out of reach).
     """
     start = clock()
     first_seen = {}
+    observation = Observation(False)
+    unreachable = Lost(clock)
     while True:
-        observation = observe()
-        now = clock()
-        if observation.ready:
-            return READY, observation, [], now - start
-        current = dict((p['key'], p) for p in observation.problems)
-        first_seen = dict((key, first_seen.get(key, now)) for key in current)
-        decisive = [p for key, p in current.items() if p['fatal'] or now - first_seen[key] >= grace]
-        if decisive:
-            return FAILED_FAST, observation, decisive, now - start
+        before = clock()
+        try:
+            observation = observe()
+        except Exception as error:  # lost() tells the API server's faults from anything else, raised again
+            words = lost(error)
+            if words is None:
+                raise
+            unreachable.since(words, before)
+            now = clock()
+        else:
+            unreachable.back(before)
+            now = clock()
+            if observation.ready:
+                return READY, observation, [], now - start, unreachable.report()
+            current = dict((p['key'], p) for p in observation.problems)
+            first_seen = dict((key, first_seen.get(key, now)) for key in current)
+            decisive = [p for key, p in current.items() if p['fatal'] or now - first_seen[key] >= grace]
+            if decisive:
+                return FAILED_FAST, observation, decisive, now - start, unreachable.report()
         if now - start >= timeout:
-            return TIMED_OUT, observation, [], now - start
+            return TIMED_OUT, observation, [], now - start, unreachable.report()
         sleep(max(0.0, min(interval, timeout - (now - start))))
+
+
+def unreachable_line(unreachable):
+    """The line a wait's message gets when the API server was out of reach during it (Lost.report()), '' when not."""
+    if not unreachable:
+        return ''
+    return 'the API server was unreachable for %.0f s of the wait (last: %s)' % (
+        unreachable['seconds'], unreachable['error'])

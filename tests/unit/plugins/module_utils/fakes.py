@@ -2,6 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A module and a cluster in memory, for the tests of the modules' work (node_inventory, dtk_lookup, driver_sync)."""
 
+import contextlib
 import copy
 import re
 
@@ -34,6 +35,13 @@ def served_node(node, view):
     if view == NODE_INFO:
         return node_from_table_row(node_table_row(node), NODE_TABLE_COLUMNS)
     return node
+
+
+class Deadlines:
+    """ClusterAPI.deadline, for stand-ins of the API layer whose requests meet no fault (never retried)."""
+
+    def deadline(self, seconds):
+        return contextlib.nullcontext()
 
 
 class FakeModule:
@@ -71,7 +79,7 @@ def matches(labels, selector):
     return True
 
 
-class FakeCluster:
+class FakeCluster(Deadlines):
     """Nodes, DaemonSets, the DTK image stream and mirror sets in memory, with ClusterAPI's methods.
 
     writes records every write as (verb, object name); before_patch(name) runs before each node label patch,

@@ -442,12 +442,127 @@ def test_every_request_accepts_gzip(monkeypatch):
     assert [headers['Accept-Encoding'] for _method, headers in sent] == ['gzip', 'gzip']
 
 
+class Clock:
+    def __init__(self):
+        self.now, self.slept = 0.0, []
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.slept.append(seconds)
+        self.now += seconds
+
+
 def test_an_api_server_that_cannot_be_reached_as_the_client_is_created_is_a_task_error(monkeypatch):
     def unreachable(module):
         raise urllib3.exceptions.MaxRetryError(None, '/version', 'Connection refused')
     monkeypatch.setattr(k8s_client, 'get_api_client', unreachable)
-    with pytest.raises(TaskError, match='^cannot reach the API server: .*Connection refused'):
-        ClusterAPI(Module(False))
+    clock = Clock()
+    with pytest.raises(TaskError, match=r'^cannot reach the API server: .*Connection refused.*\(tried 19 times in 119.5 s\)'):
+        ClusterAPI(Module(False), clock=clock, sleep=clock.sleep)
+
+
+def test_a_client_created_after_refused_connections_says_so(monkeypatch):
+    tries = []
+
+    def restarting(module):
+        tries.append(module)
+        if len(tries) < 3:
+            raise urllib3.exceptions.MaxRetryError(None, '/version', 'Connection refused')
+        return type('K8SClient', (), {'client': DynamicClient({})})
+    monkeypatch.setattr(k8s_client, 'get_api_client', restarting)
+    clock = Clock()
+    api = ClusterAPI(Module(False), clock=clock, sleep=clock.sleep)
+    assert clock.slept == [0.5, 1.0] and dict(api.faults) == {'refused': 2}
+    assert api.fault_summary() == 'the API server at http://localhost refused connections x2; retried 1 request(s), 1.5 s'
+
+
+def failing(*faults, then=None):
+    """An answer that fails with each fault in turn (a status, with a Retry-After; or a transport error), then
+    gives then (a status and its text, or an object)."""
+    faults = list(faults)
+
+    def answer(params):
+        if faults:
+            fault = faults.pop(0)
+            if isinstance(fault, Exception):
+                raise fault
+            status, headers, text = fault
+            error = ApiException(status=status, reason='error')
+            error.body, error.headers = text.encode(), headers
+            raise api_exception(error)
+        return then
+    return answer
+
+
+UNAVAILABLE = (503, {}, '{"kind": "Status", "message": "the server is currently unable to handle the request"}')
+RESET_ERROR = urllib3.exceptions.ProtocolError('Connection aborted.', ConnectionResetError(104, 'Connection reset by peer'))
+REFUSED_ERROR = urllib3.exceptions.MaxRetryError(None, '/api', urllib3.exceptions.NewConnectionError(
+    None, 'Failed to establish a new connection: [Errno 111] Connection refused'))
+
+
+def retrying_api(monkeypatch, answers):
+    clock = Clock()
+    monkeypatch.setattr(k8s_client, 'get_api_client', lambda module: type('K8SClient', (), {'client': DynamicClient(answers)}))
+    return ClusterAPI(Module(False), clock=clock, sleep=clock.sleep), clock
+
+
+def test_a_read_is_retried_through_503s_and_resets_with_backoff_and_said_once(monkeypatch):
+    api, clock = retrying_api(monkeypatch, {('GET', '/api/v1/nodes/a'): failing(
+        UNAVAILABLE, RESET_ERROR, UNAVAILABLE, then={'metadata': {'name': 'a'}})})
+    assert api.read_node('a') == {'metadata': {'name': 'a'}}
+    assert clock.slept == [0.5, 1.0, 2.0]
+    assert (dict(api.faults), api.retried, api.given_up, api.retry_seconds) == ({'503': 2, 'reset': 1}, 1, 0, 3.5)
+    assert api.fault_summary() == ('the API server at http://localhost answered 503 x2 and reset connections x1; '
+                                   'retried 1 request(s), 3.5 s')
+
+
+def test_retry_after_is_honoured(monkeypatch):
+    api, clock = retrying_api(monkeypatch, {('PATCH', '/api/v1/nodes/a'): failing(
+        (429, {'Retry-After': '3'}, '{"kind": "Status", "reason": "TooManyRequests"}'), then={'kind': 'Node'})})
+    assert api.patch_node('a', {'metadata': {'labels': {'x': 'y'}}}) == {'kind': 'Node'}
+    assert clock.slept == [3.0]
+
+
+def test_a_request_that_outlasts_its_retries_fails_saying_how_long_it_tried_and_marked_a_fault(monkeypatch):
+    api, clock = retrying_api(monkeypatch, {('GET', '/api/v1/nodes/a'): failing(*[UNAVAILABLE] * 100)})
+    with pytest.raises(APIError, match=r'GET /api/v1/nodes/a: HTTP 503: the server is currently unable to handle the '
+                                       r'request \(tried 19 times in 119.5 s\)') as raised:
+        api.read_node('a')
+    assert (raised.value.status, raised.value.fault, api.given_up) == (503, '503', 1)
+    with api.deadline(10):
+        with pytest.raises(APIError, match=r'tried 5 times in 7.5 s'):
+            api.read_node('a')
+
+
+def test_an_eviction_held_by_a_budget_is_answered_at_once_and_other_posts_retried_only_when_not_sent(monkeypatch):
+    budget = (429, {}, json.dumps({'kind': 'Status', 'reason': 'TooManyRequests', 'details': {'causes': [
+        {'reason': 'DisruptionBudget', 'message': 'The disruption budget serve needs 1 healthy pods'}]}}))
+    path = '/api/v1/namespaces/ml/pods/train/eviction'
+    eviction = {'metadata': {'name': 'train', 'namespace': 'ml'}}
+    api, clock = retrying_api(monkeypatch, {('POST', path): failing(budget, then={})})
+    with pytest.raises(APIError) as raised:
+        api.evict_pod(eviction)
+    assert raised.value.status == 429 and raised.value.fault is None and clock.slept == []
+    api, clock = retrying_api(monkeypatch, {('POST', path): failing(UNAVAILABLE, then={})})
+    with pytest.raises(APIError) as raised:
+        api.evict_pod(eviction)
+    assert raised.value.fault == '503' and clock.slept == []
+    api, clock = retrying_api(monkeypatch, {('POST', path): failing(
+        REFUSED_ERROR, (429, {'Retry-After': '1'}, '{"kind": "Status"}'), then={'kind': 'Eviction'})})
+    assert api.evict_pod(eviction) == {'kind': 'Eviction'} and clock.slept == [0.5, 1.0]
+
+
+def test_a_delete_whose_object_is_gone_after_a_retry_is_done(monkeypatch):
+    path = '/api/v1/namespaces/gpu/pods/driver'
+    api, _clock = retrying_api(monkeypatch, {('DELETE', path): failing(
+        RESET_ERROR, then=(404, json.dumps(NOT_FOUND_OBJECT)))})
+    assert api.delete_pod('gpu', 'driver', 'uid-1')['status'] == 'Success'
+    api, _clock = retrying_api(monkeypatch, {('DELETE', path): (404, json.dumps(NOT_FOUND_OBJECT))})
+    with pytest.raises(APIError) as raised:
+        api.delete_pod('gpu', 'driver', 'uid-1')
+    assert raised.value.status == 404
 
 
 @pytest.mark.parametrize('version, sent', [('24.2.0', b'{"kind": "ConfigMap"}'), ('25.3.0', {'kind': 'ConfigMap'}),

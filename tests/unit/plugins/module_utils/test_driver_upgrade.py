@@ -12,7 +12,7 @@ from ansible_collections.accelerators.gpu.plugins.module_utils import driver_upg
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import APIError
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_upgrade_run import Rollout
 from ansible_collections.accelerators.gpu.plugins.module_utils.gpu_eviction import drain_plan
-from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.fakes import FakeModule
+from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.fakes import Deadlines, FakeModule
 
 OLD, NEW = 'rev-old', 'rev-new'
 
@@ -144,7 +144,7 @@ def test_drain_plan_takes_every_pod_but_daemonset_static_finished_and_unselected
     assert [p['metadata']['name'] for p in drain_plan('tier=db')(pods)['evict']] == ['db']
 
 
-class RolloutCluster:
+class RolloutCluster(Deadlines):
     """Nodes, one driver DaemonSet and its pods, GPU workloads and validation Jobs in memory, with the ClusterAPI
     methods the rollout uses. A deleted driver pod comes back at the new revision (as the DaemonSet controller would)
     unless the node is listed in crash; workloads in guarded are refused eviction (429)."""

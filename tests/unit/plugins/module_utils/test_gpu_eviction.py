@@ -7,7 +7,7 @@ import pytest
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import APIError, TaskError
 from ansible_collections.accelerators.gpu.plugins.module_utils.gpu_eviction import (
     SKIP_LABEL, blocking_budgets, eviction, eviction_plan, gpu_resources, run)
-from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.fakes import FakeModule
+from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.fakes import Deadlines, FakeModule
 
 
 def pod(name, namespace='ml', node='gpu-1', requests=None, limits=None, init=None, labels=None, owner=None,
@@ -85,7 +85,7 @@ def test_blocking_budgets_are_those_selecting_the_pod_in_its_namespace():
         'everything (disruptionsAllowed 0, currentHealthy 1 of desiredHealthy 1)']
 
 
-class EvictionCluster:
+class EvictionCluster(Deadlines):
     """Pods, budgets, and evictions answered as the API server would: 429 while refuse[pod] > 0."""
 
     def __init__(self, pods, budgets=(), refuse=None):

@@ -7,6 +7,7 @@ from ansible_collections.accelerators.gpu.plugins.module_utils import operand_wa
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import NODE_FULL, NODE_METADATA
 from ansible_collections.accelerators.gpu.plugins.module_utils.operand_wait import WAIT_ARGUMENT_SPEC, job_summary, wait_params
 from ansible_collections.accelerators.gpu.plugins.module_utils.validation import validation_plan
+from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.fakes import Deadlines
 
 
 def test_a_job_summary_keeps_what_a_validation_plan_reads():
@@ -59,7 +60,7 @@ def test_a_validation_check_is_planned_on_the_ready_nodes_from_its_jobs(monkeypa
         'stale': [{'apiVersion': 'batch/v1', 'kind': 'Job', 'metadata': {'name': 'driver-b', 'namespace': 'gpu'}}]}
 
 
-class NodeReads:
+class NodeReads(Deadlines):
     """Stands for OperandReads in a label wait: each look at the nodes returns the next of a sequence."""
 
     namespace = 'gpu'

@@ -570,8 +570,13 @@ class FakeClock:
         self.now += seconds
 
 
+class LostAPI(Exception):
+    """Stands for an APIError with a fault: the API server out of reach."""
+
+
 def run_wait(observations, timeout=60, interval=2, grace=10):
-    """Runs wait() over these observations (the last repeats) on a fake clock; returns what it returned, by name."""
+    """Runs wait() over these observations (the last repeats; an exception is raised by that look) on a fake
+    clock; returns what it returned, by name."""
     clock = FakeClock()
     sequence = iter(observations)
     last = []
@@ -581,10 +586,37 @@ def run_wait(observations, timeout=60, interval=2, grace=10):
             last[:] = [next(sequence)]
         except StopIteration:
             pass
+        if isinstance(last[0], Exception):
+            raise last[0]
         return last[0]
-    outcome, observation, decisive, elapsed = wait(observe, timeout, interval, grace, clock=clock, sleep=clock.sleep)
+    outcome, observation, decisive, elapsed, unreachable = wait(
+        observe, timeout, interval, grace, clock=clock, sleep=clock.sleep,
+        lost=lambda error: str(error) if isinstance(error, LostAPI) else None)
     return {'outcome': outcome, 'observation': observation, 'decisive': decisive, 'elapsed': elapsed,
-            'slept': clock.slept}
+            'slept': clock.slept, 'unreachable': unreachable}
+
+
+def test_a_wait_counts_a_lost_api_server_as_unknown_and_goes_on():
+    lost = LostAPI('GET /api/v1/pods: cannot reach the API server')
+    waited = run_wait([Observation(False), lost, lost, lost, Observation(True)])
+    assert (waited['outcome'], waited['elapsed']) == (READY, 8)
+    assert waited['unreachable'] == {'seconds': 6, 'error': 'GET /api/v1/pods: cannot reach the API server'}
+    assert run_wait([Observation(True)])['unreachable'] is None
+
+
+def test_a_wait_that_times_out_without_the_api_server_says_for_how_long():
+    lost = LostAPI('GET /api/v1/pods: HTTP 503: unavailable')
+    waited = run_wait([Observation(False), Observation(False), lost], timeout=10)
+    assert (waited['outcome'], waited['unreachable']['seconds']) == (TIMED_OUT, 6)
+    assert readiness.unreachable_line(waited['unreachable']) == (
+        'the API server was unreachable for 6 s of the wait (last: GET /api/v1/pods: HTTP 503: unavailable)')
+    never = run_wait([lost], timeout=4)
+    assert never['outcome'] == TIMED_OUT and not never['observation'].ready and never['unreachable']['seconds'] == 4
+
+
+def test_a_wait_ends_at_an_error_that_is_not_a_lost_api_server():
+    with pytest.raises(ValueError):
+        run_wait([Observation(False), ValueError('a bug')])
 
 
 def problem(kind, key='k'):
