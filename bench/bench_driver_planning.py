@@ -7,7 +7,7 @@ Starts its own local cluster (heartbeats slowed), creates N nodes on 4 RHCOS ver
   module's api_response_bytes);
 - the whole job through ansible-playbook, ours (bench/ours_driver_daemonsets.yml) and the peer's
   (bench/peer_driver_daemonsets.yml), first run and no-op re-run, then each no-op again through a counting proxy
-  (bench/counting_proxy.py: requests by verb and bytes, the same way for both); then accelerators.gpu.status, with
+  (tools/localcluster/apiproxy.py: requests by verb and bytes, the same way for both); then accelerators.gpu.status, with
   the stack's operand pods Running and Ready on every node (written by the benchmark: no simulator runs), and its
   stack_status module alone for its requests and bytes.
 Run: make bench  (BENCH_NODES=5000 by default); BENCH_SCALE=1000,5000,10000: the module runs only, on each fleet
@@ -30,8 +30,7 @@ import kubernetes
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-from localcluster import controlplane, fleet, report  # noqa: E402  (tools/ is not a package on the path by default)
-import counting_proxy  # noqa: E402  (beside this file)
+from localcluster import apiproxy, controlplane, fleet, report  # noqa: E402  (tools/ is not a package on the path by default)
 
 MODULES = ROOT / ".build" / "collections" / "ansible_collections" / "accelerators" / "gpu" / "plugins" / "modules"
 VERSIONS = ["416.94.202405081406-0", "418.94.202509100653-0", "9.6.20260217-1", "9.6.20260303-1"]
@@ -304,14 +303,14 @@ def compare_playbooks(client, names, env, plane, server_pid):
     apps.delete_collection_namespaced_daemon_set(NAMESPACE)
     time.sleep(2)
     results = {}
-    proxy = counting_proxy.CountingProxy(plane.kubeconfig)
+    proxy = apiproxy.APIProxy(plane.kubeconfig)
     try:
         for label, playbook in (("ours", ROOT / "bench" / "ours_driver_daemonsets.yml"),
                                 ("peer", ROOT / "bench" / "peer_driver_daemonsets.yml")):
             first = run_playbook(playbook, env)
             again = run_playbook(playbook, env)
             proxy.reset()
-            run_playbook(playbook, dict(env, K8S_AUTH_KUBECONFIG=proxy.kubeconfig.name))
+            run_playbook(playbook, dict(env, K8S_AUTH_KUBECONFIG=proxy.kubeconfig))
             results[label] = (first, again, proxy.counts())
             apps.delete_collection_namespaced_daemon_set(NAMESPACE)
             time.sleep(2)

@@ -24,6 +24,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+
 RETRY_STATUSES = (429, 500, 502, 503, 504)
 REFUSED, RESET, TIMEOUT = 'refused', 'reset', 'timeout'
 # Seconds a request is tried for, from its first try (an API server restart takes seconds to a minute or two).
@@ -48,9 +50,14 @@ def _chain(error):
 
 def transport_fault(error):
     """REFUSED, RESET or TIMEOUT for an exception of a request that got no HTTP answer (urllib3's, with the OS
-    error it wraps), None when a retry would not help (a TLS or protocol error: a wrong address or CA)."""
+    error it wraps), None when a retry would not help (a TLS or protocol error: a wrong address or CA). urllib3,
+    under the kubernetes client, itself tries a request again a few times on a failed connection and on a 429 or 503
+    with Retry-After, and then raises ResponseError('too many 429 error responses'): that status is the fault."""
     names = [type(link).__name__ for link in _chain(error)]
     text = ' '.join(str(link) for link in _chain(error))
+    too_many = re.search(r'too many (\d{3}) error responses', text)
+    if too_many:
+        return status_fault(int(too_many.group(1)))
     if 'ConnectionRefusedError' in names or 'NewConnectionError' in names or 'Connection refused' in text:
         return REFUSED
     if any(name in names for name in ('ReadTimeoutError', 'ConnectTimeoutError', 'TimeoutError', 'timeout')):

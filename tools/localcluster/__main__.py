@@ -1,4 +1,4 @@
-"""Command line of the local cluster: up, down, fleet, nodes."""
+"""Command line of the local cluster: up, down, restart, fleet, nodes."""
 
 import argparse
 import sys
@@ -19,6 +19,10 @@ def main(argv=None):
     up.add_argument("--fleet", help="fleet file to create once the cluster is up")
     up.add_argument("--heartbeat-seconds", type=int, default=30)
     sub.add_parser("down", help="stop the cluster and every process it started")
+    restart = sub.add_parser("restart", help="restart the API server or etcd of the running cluster (same ports, "
+                                             "certificates and data), as a control-plane upgrade does")
+    restart.add_argument("component", choices=controlplane.ControlPlane.RESTARTABLE)
+    restart.add_argument("--down-seconds", type=float, default=0.0, help="seconds it stays stopped")
     apply = sub.add_parser("fleet", help="create the nodes of a fleet file")
     apply.add_argument("file")
     sub.add_parser("nodes", help="print the nodes with their GPU, OS and runtime facts")
@@ -35,6 +39,9 @@ def main(argv=None):
             stopped = plane.down()
             if stopped:
                 print("stopped: %s" % ", ".join(stopped))
+        elif args.command == "restart":
+            plane.restart(args.component, args.down_seconds)
+            print("%s restarted; the API server is ready" % args.component)
         elif args.command == "fleet":
             apply_fleet(plane, args.file)
         elif args.command == "nodes":

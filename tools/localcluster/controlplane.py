@@ -97,19 +97,31 @@ def _cert(subject_cn, key, issuer_cn, issuer_key, ca=False):
     return builder.sign(issuer_key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM)
 
 
+CA_NAME = "accelerators-gpu-local-ca"
+
+
 def write_pki(pki):
     """A CA, the apiserver's serving certificate and the service-account signing key pair."""
     pki.mkdir(parents=True, exist_ok=True)
     ca_key = _key()
-    (pki / "ca.crt").write_bytes(_cert("accelerators-gpu-local-ca", ca_key, "accelerators-gpu-local-ca", ca_key, ca=True))
+    (pki / "ca.crt").write_bytes(_cert(CA_NAME, ca_key, CA_NAME, ca_key, ca=True))
     (pki / "ca.key").write_bytes(_pem_key(ca_key))
-    server_key = _key()
-    (pki / "apiserver.crt").write_bytes(_cert("kube-apiserver", server_key, "accelerators-gpu-local-ca", ca_key))
-    (pki / "apiserver.key").write_bytes(_pem_key(server_key))
+    issue_server_cert(pki, "apiserver", "kube-apiserver")
     sa_key = _key()
     (pki / "sa.key").write_bytes(_pem_key(sa_key))
     (pki / "sa.pub").write_bytes(sa_key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+
+
+def issue_server_cert(pki, name, common_name):
+    """A serving certificate for 127.0.0.1 and localhost from the cluster's CA (pki/ca.key): pki/<name>.crt and
+    pki/<name>.key, which a client that trusts the cluster's CA accepts. Returns their paths."""
+    ca_key = serialization.load_pem_private_key((Path(pki) / "ca.key").read_bytes(), password=None)
+    key = _key()
+    cert, key_file = Path(pki) / ("%s.crt" % name), Path(pki) / ("%s.key" % name)
+    cert.write_bytes(_cert(common_name, key, CA_NAME, ca_key))
+    key_file.write_bytes(_pem_key(key))
+    return cert, key_file
 
 
 def kubeconfig(server, ca_file, token, user="admin"):
@@ -260,6 +272,8 @@ class ControlPlane:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, env=dict(os.environ, **(env or {})))
         info["pids"][name] = proc.pid
+        # How it was started, so that restart() starts it again the same way (ports, certificates, data).
+        info.setdefault("commands", {})[name] = {"argv": argv, "env": env or {}}
         self._save(info)
         time.sleep(0.2)
         if proc.poll() is not None:
@@ -285,6 +299,61 @@ class ControlPlane:
             time.sleep(0.3)
         raise ClusterError("kube-apiserver not ready after %ds (%s): see %s" % (
             timeout, last, self.state / "logs" / "kube-apiserver.log"))
+
+    # -- restart -------------------------------------------------------------------------------
+    RESTARTABLE = ("etcd", "kube-apiserver")
+
+    def stop(self, name, timeout=10):
+        """Stop one component of a running cluster (etcd or kube-apiserver), as a control-plane upgrade does: SIGTERM
+        (the API server stops listening at once and drains its requests), SIGKILL after timeout seconds (it would
+        wait up to a minute for its long-running requests). Returns its pid."""
+        info = self._restartable(name)
+        pid = info["pids"][name]
+        _signal_group(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        _signal_group(pid, signal.SIGKILL)
+        return pid
+
+    def start(self, name):
+        """Start a component stopped by stop() again with the command it first had: the same ports, certificates,
+        tokens and (etcd) data. Returns once the API server is ready again; every other component (kcm, scheduler,
+        kwok, the simulator) reconnects on its own, as on a real cluster."""
+        info = self._restartable(name)
+        if _alive(info["pids"][name]):
+            raise ClusterError("%s is running (pid %d): stop it first" % (name, info["pids"][name]))
+        command = info["commands"][name]
+        self._spawn(info, name, command["argv"], command["env"])
+        self.wait_ready()
+
+    def restart(self, name, down_seconds=0.0):
+        """stop(), down_seconds without it, start(): the API server (or etcd) of a running cluster restarted."""
+        self.stop(name)
+        time.sleep(down_seconds)
+        self.start(name)
+
+    def restart_apiserver(self, down_seconds=0.0):
+        self.restart("kube-apiserver", down_seconds)
+
+    def restart_etcd(self, down_seconds=0.0):
+        self.restart("etcd", down_seconds)
+
+    def wait_ready(self, timeout=120):
+        """Until the API server answers /readyz with 200 (its storage reachable again after etcd restarted)."""
+        info = self.info()
+        self._wait_ready(info, info["server"], self.state / "pki" / "ca.crt", self._admin_token(), timeout)
+
+    def _admin_token(self):
+        return yaml.safe_load(self.kubeconfig.read_text())["users"][0]["user"]["token"]
+
+    def _restartable(self, name):
+        info = self.info()
+        if not info:
+            raise ClusterError("no cluster state in %s" % self.state)
+        if name not in self.RESTARTABLE or name not in info.get("commands", {}):
+            raise ClusterError("cannot restart %r: choose one of %s" % (name, ", ".join(self.RESTARTABLE)))
+        return info
 
     # -- stop ----------------------------------------------------------------------------------
     def down(self, quiet=False):

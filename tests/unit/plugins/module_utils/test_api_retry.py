@@ -57,8 +57,11 @@ def test_transport_errors_are_told_apart_through_what_they_wrap():
         'Connection aborted.', http.client.RemoteDisconnected('Remote end closed connection without response')))
     timeout = urllib3.exceptions.ReadTimeoutError(None, '/api', 'Read timed out.')
     tls = urllib3.exceptions.MaxRetryError(None, '/api', urllib3.exceptions.SSLError('certificate verify failed'))
-    assert [api_retry.transport_fault(error) for error in (refused, reset, closed, timeout, tls)] == [
-        REFUSED, RESET, RESET, TIMEOUT, None]
+    # urllib3's own retries, spent on 429s with Retry-After.
+    too_many = urllib3.exceptions.MaxRetryError(None, '/api', urllib3.exceptions.ResponseError(
+        'too many 429 error responses'))
+    assert [api_retry.transport_fault(error) for error in (refused, reset, closed, timeout, tls, too_many)] == [
+        REFUSED, RESET, RESET, TIMEOUT, None, '429']
     try:
         try:
             raise socket.timeout('timed out')
