@@ -9,7 +9,7 @@ import copy
 import pytest
 
 from ansible_collections.accelerators.gpu.plugins.module_utils import driver_upgrade as du
-from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import APIError
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import APIError, TaskError
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_upgrade_run import Rollout
 from ansible_collections.accelerators.gpu.plugins.module_utils.gpu_eviction import drain_plan
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.fakes import Deadlines, FakeModule
@@ -324,3 +324,51 @@ def test_plan_in_check_mode_writes_nothing_and_counts_assumed_nodes_as_outdated(
     plan = rollout(cluster, check_mode=True, assume_outdated=['b']).plan()
     assert plan['outdated'] == ['b'] and plan['waves'] == [['b']]
     assert cluster.writes == []
+
+
+class LosingCluster(RolloutCluster):
+    """A RolloutCluster whose API server is out of reach for the next `lost` pod lists (an APIError with a fault)."""
+
+    lost = 0
+
+    def list_pods(self, namespace, label_selector=None):
+        if self.lost:
+            self.lost -= 1
+            raise APIError('GET', '/api/v1/namespaces/gpu/pods', 503, 'unavailable (tried 9 times in 60.0 s)',
+                           fault='503')
+        return super(LosingCluster, self).list_pods(namespace, label_selector)
+
+
+def test_a_wave_waits_through_a_lost_api_server_for_its_new_drivers():
+    cluster = LosingCluster(['a', 'b'])
+    rollout(cluster).plan()
+    original = cluster.delete_pod
+
+    def delete_then_lose(namespace, name, uid):
+        original(namespace, name, uid)
+        cluster.lost = 3  # the API server restarts as the wave waits for the new driver pods
+    cluster.delete_pod = delete_then_lose
+    moved = rollout(cluster).upgrade(['a'])
+    assert moved['ready'] == ['a'] and moved['failures'] == [] and cluster.lost == 0
+    assert cluster.nodes['a']['metadata']['labels'][du.STATE_LABEL] == du.VALIDATION_REQUIRED
+
+
+def test_a_wave_whose_api_server_stays_away_past_the_wait_stops_resumable_saying_so():
+    cluster = LosingCluster(['a', 'b'])
+    rollout(cluster).plan()
+    original = cluster.delete_pod
+
+    def delete_then_lose(namespace, name, uid):
+        original(namespace, name, uid)
+        cluster.lost = 1000
+    cluster.delete_pod = delete_then_lose
+    with pytest.raises(TaskError) as raised:
+        rollout(cluster, wait_timeout=10).upgrade(['a'])
+    assert str(raised.value).startswith(
+        'the driver of node(s) a not seen back within 10 s; the API server was unreachable for 1')
+    assert str(raised.value).endswith('they stay pod-restart-required, which a next run resumes from')
+    # Where the next run resumes: cordoned with its state, its new driver pod on its way.
+    assert cluster.nodes['a']['metadata']['labels'][du.STATE_LABEL] == du.POD_RESTART_REQUIRED
+    assert cluster.nodes['a']['spec']['unschedulable'] and 'driver-a-new' in cluster.pods
+    cluster.lost = 0
+    assert rollout(cluster).upgrade(['a'])['ready'] == ['a']

@@ -166,3 +166,23 @@ def test_run_with_no_gpu_workload_changes_nothing():
     cluster = EvictionCluster([pod('web', requests={'cpu': '1'})])
     result = run(FakeModule(params()), cluster)
     assert (result['changed'], result['evicted'], cluster.evictions) == (False, [], [])
+
+
+def test_evictions_go_on_through_a_lost_api_server_and_say_so_at_the_timeout():
+    class Losing(EvictionCluster):
+        lost = 2
+
+        def list_node_pods(self, node):
+            if self.lost:
+                self.lost -= 1
+                raise APIError('GET', '/api/v1/pods', None, 'cannot reach the API server', fault='refused')
+            return super(Losing, self).list_node_pods(node)
+    cluster = Losing([pod('train', requests={'nvidia.com/gpu': '1'})])
+    clock = Clock()
+    result = run(FakeModule(params()), cluster, clock=clock, sleep=clock.sleep)
+    assert result['evicted'] == ['ml/train'] and cluster.lost == 0
+    cluster = Losing([pod('train', requests={'nvidia.com/gpu': '1'})])
+    cluster.lost, clock = 1000, Clock()
+    with pytest.raises(TaskError, match=r'^GPU workloads of gpu-1 not gone within 3 s: unknown; the API server was '
+                                        r'unreachable for 3 s of the wait \(last: GET /api/v1/pods: cannot reach'):
+        run(FakeModule(params(timeout=3)), cluster, clock=clock, sleep=clock.sleep)

@@ -4,7 +4,7 @@
 import pytest
 
 from ansible_collections.accelerators.gpu.plugins.module_utils import operand_wait
-from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import NODE_FULL, NODE_METADATA
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import NODE_FULL, NODE_METADATA, APIError, TaskError
 from ansible_collections.accelerators.gpu.plugins.module_utils.operand_wait import WAIT_ARGUMENT_SPEC, job_summary, wait_params
 from ansible_collections.accelerators.gpu.plugins.module_utils.validation import validation_plan
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.fakes import Deadlines
@@ -137,3 +137,29 @@ def test_node_reads_ask_for_metadata_only_when_labels_are_all_a_wait_reads():
     assert reads.nodes(['gpu-1'], '', labels_only=True) == [{'metadata': {'name': 'gpu-1'}}]
     assert len(reads.nodes([], 'gpu=true')) == 2
     assert api.views == [(None, NODE_METADATA), ('gpu=true', NODE_FULL)]
+
+
+def test_a_wait_without_the_api_server_times_out_saying_for_how_long_it_was_unreachable():
+    class Unreachable(NodeReads):
+        def warning_events(self):
+            raise AssertionError('no diagnosis read from an API server out of reach')
+
+    def observe():
+        raise APIError('GET', '/apis/apps/v1/namespaces/gpu/daemonsets', None,
+                       'cannot reach the API server https://api:6443: refused (tried 3 times in 0.1 s)', fault='refused')
+    with pytest.raises(TaskError) as raised:
+        operand_wait._wait(wait_params('daemonsets', namespace='gpu', names=['d'], timeout=0.2, poll_interval=0.05),
+                           Unreachable(), 'DaemonSets d in namespace gpu', observe)
+    lines = str(raised.value).splitlines()
+    assert lines[0] == 'DaemonSets d in namespace gpu not ready after 0.2s:'
+    assert lines[-1].startswith('the API server was unreachable for 0 s of the wait (last: GET '
+                                '/apis/apps/v1/namespaces/gpu/daemonsets: cannot reach the API server')
+    assert raised.value.result['outcome'] == 'timed out'
+
+
+def test_an_error_that_is_an_answer_ends_a_wait_at_once():
+    def observe():
+        raise APIError('GET', '/apis/apps/v1/namespaces/gpu/daemonsets', 403, 'forbidden')
+    with pytest.raises(APIError, match='HTTP 403'):
+        operand_wait._wait(wait_params('daemonsets', namespace='gpu', names=['d'], timeout=5, poll_interval=0.05),
+                           NodeReads([]), 'DaemonSets d in namespace gpu', observe)
