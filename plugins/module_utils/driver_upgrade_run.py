@@ -170,22 +170,18 @@ class Rollout(object):
         failed, first_seen = [], {}
         lost = Lost(self.clock)
         while waiting:
-            try:
-                with self.api.deadline(max(0.0, deadline - self.clock())):
-                    states = dict((s['name'], s) for s in self.read_states())
-                    operand_pods = self.api.list_pods(self.namespace, MANAGED_SELECTOR)
-            except APIError as error:
+            seen, reads = lost.attempt(self.api, lambda: (self.read_states(), self.api.list_pods(
+                self.namespace, MANAGED_SELECTOR)), deadline)
+            if not seen:
                 # The API server out of reach: the nodes' state is unknown, not failed; wait on, to the deadline.
-                if not error.fault:
-                    raise
-                lost.since(error)
                 if self.clock() >= deadline:
                     raise TaskError('the driver of node(s) %s not seen back within %d s%s; they stay %s, which a next '
                                     'run resumes from' % (', '.join(sorted(waiting)), self.params['wait_timeout'],
                                                           lost.words(), du.POD_RESTART_REQUIRED))
                 self.sleep(self.params['poll_interval'])
                 continue
-            lost.back()
+            states = dict((s['name'], s) for s in reads[0])
+            operand_pods = reads[1]
             now = self.clock()
             for name, entry in list(waiting.items()):
                 state = states.get(name) or {}

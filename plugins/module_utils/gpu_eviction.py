@@ -169,20 +169,15 @@ def evict_until_gone(api, nodes, plan_pods, timeout, poll_interval, check_mode=F
     evicted = set()
     lost = Lost(clock)
     while True:
-        try:
-            with api.deadline(max(0.0, deadline - clock())):
-                result, left = _evict_round(api, nodes, plan_pods, skip_label, evicted)
-        except APIError as error:
+        seen, outcome = lost.attempt(api, lambda: _evict_round(api, nodes, plan_pods, skip_label, evicted), deadline)
+        if not seen:
             # The API server out of reach: what is left is unknown, not failed; try again, to the deadline.
-            if not error.fault:
-                raise
-            lost.since(error)
             if clock() >= deadline:
                 return {'evicted': sorted(evicted), 'spared': [], 'blocked': {}, 'terminating': [],
                         'left': dict((node, 'unknown%s' % lost.words()) for node in nodes)}
             sleep(poll_interval)
             continue
-        lost.back()
+        result, left = outcome
         if check_mode or not left:
             return result
         if clock() >= deadline:

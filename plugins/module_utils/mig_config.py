@@ -16,6 +16,7 @@ import functools
 import time
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import TaskError
+from ansible_collections.accelerators.gpu.plugins.module_utils.readiness import Lost
 from ansible_collections.accelerators.gpu.plugins.module_utils.gfd_labels import COUNT, MIG_CAPABLE, PCI_DEVICES, gpu_summary
 from ansible_collections.accelerators.gpu.plugins.module_utils.mig_parted import (
     GPU_RESOURCE, MIG_RESOURCE_PREFIX, LayoutError, advertised_resources, gpu_layouts)
@@ -210,8 +211,17 @@ def _check(api, params):
 
 def _wait(api, names, layout, expected, params, clock, sleep):
     deadline = clock() + params['timeout']
+    lost = Lost(clock)
     while True:
-        progress = dict((name, layout_progress(api.read_node(name), layout, expected[name])) for name in names)
+        seen, nodes = lost.attempt(api, lambda: [api.read_node(name) for name in names], deadline)
+        if not seen:
+            # The API server out of reach: the layout's progress is unknown, not failed; wait on, to the deadline.
+            if clock() >= deadline:
+                raise TaskError('MIG layout %s: the state of %s unknown after %d s%s' % (
+                    layout, ', '.join(names), params['timeout'], lost.words()), waiting=list(names))
+            sleep(params['poll_interval'])
+            continue
+        progress = dict((name, layout_progress(node, layout, expected[name])) for name, node in zip(names, nodes))
         failed = sorted(why for state, why in progress.values() if state == 'failed')
         if failed:
             raise TaskError('MIG layout %s failed on %s: %s' % (layout, ', '.join(
@@ -221,8 +231,9 @@ def _wait(api, names, layout, expected, params, clock, sleep):
         if not waiting:
             return
         if clock() >= deadline:
-            raise TaskError('MIG layout %s not applied within %d s: %s' % (layout, params['timeout'], '; '.join(waiting)),
-                            waiting=[name for name in names if progress[name][0] != 'success'])
+            raise TaskError('MIG layout %s not applied within %d s: %s%s' % (
+                layout, params['timeout'], '; '.join(waiting), lost.words()),
+                waiting=[name for name in names if progress[name][0] != 'success'])
         sleep(params['poll_interval'])
 
 

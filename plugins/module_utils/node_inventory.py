@@ -14,6 +14,7 @@ import time
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import NODE_INFO, APIError, TaskError
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import (
     NFD_PREFIX, group_nodes, node_facts, plan_gpu_node_labels)
+from ansible_collections.accelerators.gpu.plugins.module_utils.readiness import Lost
 
 # A label patch that meets a node changed since it was read is re-planned this many times.
 LABEL_PATCH_ATTEMPTS = 3
@@ -109,14 +110,25 @@ def missing_nfd(facts_list, min_gpu_nodes=0):
 def wait_for_nfd(api, params, clock=time.monotonic, sleep=time.sleep):
     """Poll the nodes until missing_nfd() is None; returns (facts, versions, seconds waited)."""
     started = clock()
+    lost = Lost(clock)
     while True:
-        facts, versions = read_nodes(api, params['label_selector'], params['page_size'])
-        missing = missing_nfd(facts, params['min_gpu_nodes'])
+        deadline = started + params['wait_timeout'] if params['wait'] else float('inf')
+        seen, read = lost.attempt(api, lambda: read_nodes(api, params['label_selector'], params['page_size']),
+                                  deadline)
         waited = clock() - started
+        if not seen:
+            # The API server out of reach: the labels are unknown, not missing; wait on, to the timeout.
+            if not params['wait'] or waited >= params['wait_timeout']:
+                raise lost.error
+            sleep(min(params['wait_sleep'], max(0.0, params['wait_timeout'] - waited)))
+            continue
+        facts, versions = read
+        missing = missing_nfd(facts, params['min_gpu_nodes'])
         if missing is None or not params['wait']:
             return facts, versions, waited
         if waited >= params['wait_timeout']:
-            raise TaskError('timed out after %ds waiting for NFD labels: %s' % (params['wait_timeout'], missing),
+            raise TaskError('timed out after %ds waiting for NFD labels: %s%s' % (
+                params['wait_timeout'], missing, lost.words()),
                             waited_seconds=round(waited, 1), **summary(facts, params['return_labels']))
         # The last look is at the timeout, not a sleep before it.
         sleep(min(params['wait_sleep'], params['wait_timeout'] - waited))

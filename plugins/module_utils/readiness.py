@@ -695,6 +695,22 @@ class Lost(object):
         """'; the API server was unreachable for N s of the wait (last: ...)', '' when it never was."""
         return '; %s' % unreachable_line(self.report()) if self.error is not None else ''
 
+    def attempt(self, api, read, deadline):
+        """(True, read()) with the requests of read() retried until deadline (the clock's) at most; (False, None)
+        when the API server was out of reach (an error with a fault, cluster_api.APIError's); any other error
+        raised."""
+        before = self.clock()
+        try:
+            with api.deadline(max(0.0, deadline - before)):
+                value = read()
+        except Exception as error:  # only an API server out of reach is unknown; anything else is raised again
+            if not getattr(error, 'fault', None):
+                raise
+            self.since(error, before)
+            return False, None
+        self.back(before)
+        return True, value
+
 
 def wait(observe, timeout, interval, grace, clock=time.monotonic, sleep=time.sleep, lost=lambda error: None):
     """Observe until ready, until a problem is fatal, or until timeout (seconds) has passed.

@@ -11,7 +11,7 @@ from ansible_collections.accelerators.gpu.plugins.module_utils.mig_config import
     CONFIG_LABEL, MIG_MANAGER_LABELS_ANNOTATION, SET_ANNOTATION, STATE_LABEL, config_patch, layout_progress, node_layouts,
     refusals, removal_patch, run, strategy_refusal)
 from ansible_collections.accelerators.gpu.plugins.module_utils.mig_parted import advertised_resources
-from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.fakes import FakeModule
+from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.fakes import Deadlines, FakeModule
 
 CONFIG = {'mig-configs': {'all-disabled': [{'devices': 'all', 'mig-enabled': False}],
                           'all-1g.10gb': [{'devices': 'all', 'mig-enabled': True, 'mig-devices': {'1g.10gb': 7}}]}}
@@ -115,7 +115,7 @@ def test_the_uninstall_removes_only_what_the_collection_set():
         'labels': {'nvidia.com/mig.config': None, 'nvidia.com/gpu.deploy.dcgm': None}}}
 
 
-class FakeAPI:
+class FakeAPI(Deadlines):
     """Nodes and the layouts' ConfigMap in memory; a patch of nvidia.com/mig.config is answered, as the MIG manager
     would, with the state `outcome` gives for that node, and the resources."""
 
