@@ -548,11 +548,7 @@ api_response_bytes:
   type: dict
   sample: {"wire": 2600000, "json": 36000000}
 api_faults:
-  description:
-    - Present when the module's requests met faults of the API server (429, 500, 502, 503, 504, connections
-      refused, reset or timed out) and were retried, as the Day-2 operations guide describes; a warning says the
-      same in one line. C(faults) by kind, C(retried) the requests retried, C(given_up) those that failed after
-      their retries, C(seconds) the time spent on them.
+  description: The API server's faults (429, 5xx, lost connections) met and retried, as a warning says too.
   returned: when a request met a fault
   type: dict
   sample: {"faults": {"503": 3, "refused": 2}, "retried": 4, "given_up": 0, "seconds": 4.1}

@@ -241,30 +241,44 @@ def rhcos_violations(sample, budget):
 
 def run_through_restarts(cluster, plane, triggers, start_run, tmp_path, observe_fn, violations_fn):
     """start_run(workdir) -> UpgradeRun; the API server restarted once each trigger (what, predicate) holds, in
-    order; a first run that stops is followed by a second that must succeed. Returns (runs, restarts, sampler)."""
-    restarts, runs = [], []
+    order. A run that stops (a task that does not retry met the restart) must leave nothing the next run could not
+    resume from; the next run starts, the triggers left apply to it, and the last run must succeed. Returns
+    (runs, restarts)."""
+    restarts, runs, pending, restarts_before = [], [], list(triggers), []
+
+    def start():
+        workdir = tmp_path / ("run-%d" % (len(runs) + 1))
+        workdir.mkdir()
+        runs.append(start_run(workdir))
+        restarts_before.append(len(restarts))
+
     with Sampler(quietly(observe_fn), interval=0.5) as sampler:
-        (tmp_path / "first").mkdir()
-        runs.append(start_run(tmp_path / "first"))
-        try:
-            for what, predicate in triggers:
-                wait_for(lambda: quietly(predicate)() or runs[0].process.poll() is not None, timeout=600,
-                         interval=0.3, message=what)
-                if runs[0].process.poll() is not None:
-                    break
-                plane.restart_apiserver(down_seconds=3)
-                restarts.append(what)
-        except BaseException:
-            runs[0].kill()
-            raise
-        code = runs[0].wait(timeout=1200)
-        if code != 0:
-            print("\nthe first run stopped (rc=%d):\n%s" % (code, runs[0].output[-3000:]))
+        start()
+        while True:
+            run = runs[-1]
+            try:
+                while pending:
+                    what, predicate = pending[0]
+                    wait_for(lambda: quietly(predicate)() or run.process.poll() is not None, timeout=600,
+                             interval=0.3, message=what)
+                    if run.process.poll() is not None:
+                        break
+                    plane.restart_apiserver(down_seconds=3)
+                    restarts.append(what)
+                    pending.pop(0)
+            except BaseException:
+                run.kill()
+                raise
+            code = run.wait(timeout=1200)
+            if code == 0:
+                break
+            print("\nrun %d stopped (rc=%d):\n%s" % (len(runs), code, "\n".join(
+                line for line in run.output.splitlines() if "fatal:" in line or "FAILED" in line)[-2000:]))
             stopped = observe_fn()
             assert not violations_fn(stopped), violations_fn(stopped)
-            (tmp_path / "second").mkdir()
-            runs.append(start_run(tmp_path / "second"))
-            assert runs[1].wait(timeout=1200) == 0, runs[1].output[-5000:]
+            assert len(restarts) > restarts_before[-1], "run %d failed, no restart during it:\n%s" % (
+                len(runs), run.output[-5000:])
+            start()
     samples = [value for value in sampler.values if value]
     print("\nAPI server restarted: %s; %d run(s); %d samples (reads failed while it was away: %d)"
           % (", ".join(restarts), len(runs), len(samples), len(sampler.values) - len(samples)))

@@ -60,6 +60,7 @@ import threading
 import time
 
 import kubernetes
+import urllib3
 from kubernetes.client.rest import ApiException
 
 from .fleet import HARDWARE_ANNOTATION, MCO_API, REGISTRY_CONFIGMAP
@@ -551,9 +552,16 @@ class Simulator:
     def _guard(self, fn, obj, *args):
         try:
             fn(obj, *args)
-        except ApiException as error:
-            if error.status not in (404, 409):
-                LOG.warning("%s %s: %s %s", fn.__name__, obj["metadata"].get("name"), error.status, error.reason)
+        except (ApiException, urllib3.exceptions.HTTPError) as error:
+            status = getattr(error, "status", None)
+            if status in (404, 409):
+                return
+            LOG.warning("%s %s: %s %s", fn.__name__, obj["metadata"].get("name"), status or "",
+                        getattr(error, "reason", None) or error)
+            if status is None or status == 429 or status >= 500:
+                # The API server away (restarting) or overloaded: looked at again in a second, as a real controller
+                # requeues (a node by its name; any name wakes the machine-config operator's and reboots' pass).
+                self.wake_at(time.time() + 1, obj["metadata"]["name"])
         except Exception:  # pylint: disable=broad-exception-caught
             # A bug seen on one object must not stop every node of a shared test cluster: logged, and a node is
             # looked at again (an operator object is, with the next event).

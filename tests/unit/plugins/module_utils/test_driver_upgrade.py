@@ -339,29 +339,29 @@ class LosingCluster(RolloutCluster):
         return super(LosingCluster, self).list_pods(namespace, label_selector)
 
 
-def test_a_wave_waits_through_a_lost_api_server_for_its_new_drivers():
+def losing_after_delete(lost):
+    """A planned LosingCluster of nodes a and b whose API server goes away for `lost` pod lists as a driver pod is
+    deleted (it restarts as the wave waits for the new driver pods)."""
     cluster = LosingCluster(['a', 'b'])
     rollout(cluster).plan()
     original = cluster.delete_pod
 
     def delete_then_lose(namespace, name, uid):
         original(namespace, name, uid)
-        cluster.lost = 3  # the API server restarts as the wave waits for the new driver pods
+        cluster.lost = lost
     cluster.delete_pod = delete_then_lose
+    return cluster
+
+
+def test_a_wave_waits_through_a_lost_api_server_for_its_new_drivers():
+    cluster = losing_after_delete(3)
     moved = rollout(cluster).upgrade(['a'])
     assert moved['ready'] == ['a'] and moved['failures'] == [] and cluster.lost == 0
     assert cluster.nodes['a']['metadata']['labels'][du.STATE_LABEL] == du.VALIDATION_REQUIRED
 
 
 def test_a_wave_whose_api_server_stays_away_past_the_wait_stops_resumable_saying_so():
-    cluster = LosingCluster(['a', 'b'])
-    rollout(cluster).plan()
-    original = cluster.delete_pod
-
-    def delete_then_lose(namespace, name, uid):
-        original(namespace, name, uid)
-        cluster.lost = 1000
-    cluster.delete_pod = delete_then_lose
+    cluster = losing_after_delete(1000)
     with pytest.raises(TaskError) as raised:
         rollout(cluster, wait_timeout=10).upgrade(['a'])
     assert str(raised.value).startswith(
