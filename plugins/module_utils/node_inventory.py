@@ -129,7 +129,7 @@ def wait_for_nfd(api, params, clock=time.monotonic, sleep=time.sleep):
         if waited >= params['wait_timeout']:
             raise TaskError('timed out after %ds waiting for NFD labels: %s%s' % (
                 params['wait_timeout'], missing, lost.words()),
-                            waited_seconds=round(waited, 1), **summary(facts, params['return_labels']))
+                waited_seconds=round(waited, 1), **summary(facts, params['return_labels']))
         # The last look is at the timeout, not a sleep before it.
         sleep(min(params['wait_sleep'], params['wait_timeout'] - waited))
 

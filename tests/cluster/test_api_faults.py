@@ -36,12 +36,18 @@ IN_PROGRESS = ("cordon-required", "wait-for-jobs-required", "pod-deletion-requir
 MODULE_PATHS = r"^/api/v1/(nodes|pods|namespaces/[^/]+/(pods|events|serviceaccounts|configmaps|services))|^/apis/apps/v1/"
 
 
-def plane_of(cluster):
-    """The ControlPlane of the session cluster (its state directory holds the kubeconfig)."""
+@pytest.fixture
+def plane(cluster):
+    """The ControlPlane of the session cluster (its state directory holds the kubeconfig); after the test, whatever
+    it left stopped is started again, and the cluster answers."""
     plane = controlplane.ControlPlane(os.path.dirname(cluster.kubeconfig))
     if not plane.running():
         pytest.skip("the cluster of %s was not started by this project's control plane" % cluster.kubeconfig)
-    return plane
+    yield plane
+    healed = plane.heal()
+    assert plane.running(), plane.info()["pids"]
+    cluster.core.list_namespace(limit=1)
+    assert not healed, "the test left %s stopped" % ", ".join(healed)
 
 
 def module_faults(run):
@@ -61,11 +67,10 @@ def total(reported):
 
 
 def test_a_deploy_through_429s_503s_and_reset_connections_succeeds_and_says_what_it_met(
-        cluster, namespace, make_fleet):
+        cluster, plane, namespace, make_fleet):
     spec = gpu_fleet({"name": "gpu", "count": 2, "gpu": {"product": "NVIDIA-A100-SXM4-80GB", "count": 2},
                       "os": {"rhcos": RHCOS_416}})
     make_fleet(spec)
-    plane = plane_of(cluster)
     with apiproxy.APIProxy(cluster.kubeconfig, tls=plane.state / "pki") as proxy:
         # In order, each for its count of requests: the first fault that matches a request is the one it meets.
         # urllib3 under the kubernetes client honours a Retry-After three times in a row itself, then gives up:
@@ -164,9 +169,8 @@ def deployed(cluster, namespace):
 
 
 def test_a_driver_rollout_through_two_api_server_restarts_completes_and_every_node_stays_resumable(
-        cluster, deployed, namespace, tmp_path):
+        cluster, plane, deployed, namespace, tmp_path):
     spec, names, variables = deployed
-    plane = plane_of(cluster)
     values = dict(variables, common_driver_version=NEW)
     _runs, restarts = run_through_restarts(
         cluster, plane, [
@@ -187,11 +191,10 @@ def test_a_driver_rollout_through_two_api_server_restarts_completes_and_every_no
 
 
 def test_the_api_server_and_etcd_restart_with_their_state_and_the_simulator_goes_on(
-        cluster, namespace, make_fleet):
+        cluster, plane, namespace, make_fleet):
     """restart_apiserver() and restart_etcd() keep ports, certificates and data; kcm, the scheduler, kwok and the
     simulator reconnect on their own: a pod created after both restarts is scheduled, and a driver-less GPU node
     still gets its simulated state written."""
-    plane = plane_of(cluster)
     spec = gpu_fleet({"name": "cpu", "count": 1, "os": {"rhcos": RHCOS_416}})
     made = make_fleet(spec)
     before = cluster.core.read_namespace(namespace).metadata.uid
@@ -294,8 +297,7 @@ def run_through_restarts(cluster, plane, triggers, start_run, tmp_path, observe_
 
 
 def test_an_rhcos_rollout_through_two_api_server_restarts_completes_and_every_node_stays_resumable(
-        cluster, namespace, make_fleet, tmp_path):
-    plane = plane_of(cluster)
+        cluster, plane, namespace, make_fleet, tmp_path):
     spec, _made, pool = rhcos.upgrading(cluster, namespace, make_fleet, rhcos.two_builds(1), rhcos=RHCOS_96)
     values = rhcos.variables(namespace, spec, pool, rhcos_upgrade_target=rhcos.TARGET, rhcos_upgrade_budget=1)
 
@@ -325,8 +327,7 @@ def deploy_violations(sample):
     return found
 
 
-def test_a_first_deploy_through_two_api_server_restarts_comes_up(cluster, namespace, make_fleet, tmp_path):
-    plane = plane_of(cluster)
+def test_a_first_deploy_through_two_api_server_restarts_comes_up(cluster, plane, namespace, make_fleet, tmp_path):
     spec = gpu_fleet({"name": "gpu", "count": 2, "gpu": {"product": "NVIDIA-A100-SXM4-80GB", "count": 2},
                       "os": {"rhcos": RHCOS_416}, "driver_build_seconds": 2})
     make_fleet(spec)

@@ -314,6 +314,12 @@ class ControlPlane:
         while _alive(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
         _signal_group(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+            _signal_group(pid, 0)  # reaps it, when it is this process's child
+        if _alive(pid):
+            raise ClusterError("%s (pid %d) still running after SIGKILL" % (name, pid))
         return pid
 
     def start(self, name):
@@ -338,6 +344,16 @@ class ControlPlane:
 
     def restart_etcd(self, down_seconds=0.0):
         self.restart("etcd", down_seconds)
+
+    def heal(self):
+        """Start again every restartable component found stopped (a test that failed mid-restart); returns their
+        names."""
+        info = self.info() or {}
+        stopped = [name for name in self.RESTARTABLE
+                   if name in info.get("commands", {}) and not _alive(info["pids"][name])]
+        for name in stopped:
+            self.start(name)
+        return stopped
 
     def wait_ready(self, timeout=120):
         """Until the API server answers /readyz with 200 (its storage reachable again after etcd restarted)."""
