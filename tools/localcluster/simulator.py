@@ -481,7 +481,17 @@ class Simulator:
             self.mco.start()
 
     def _has_api(self, group, version):
-        groups = kubernetes.client.ApisApi(self.client).get_api_versions().groups
+        # Asked as the simulator starts, which may be while the API server restarts: asked again until it answers.
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                groups = kubernetes.client.ApisApi(self.client).get_api_versions().groups
+                break
+            except (ApiException, urllib3.exceptions.HTTPError) as error:
+                if time.monotonic() > deadline or getattr(error, "status", None) in (401, 403, 404):
+                    raise
+                LOG.warning("API discovery: %s; asking again", getattr(error, "reason", None) or error)
+                time.sleep(1)
         return any(g.name == group and version in [v.version for v in g.versions] for g in groups)
 
     def _lister(self, group, version, plural):
