@@ -481,18 +481,21 @@ class Simulator:
             self.mco.start()
 
     def _has_api(self, group, version):
-        # Asked as the simulator starts, which may be while the API server restarts: asked again until it answers.
+        """Whether a CRD serves group/version, read from the CRDs themselves: the API server's discovery of a CRD
+        lags behind it after a start, and the simulator may start while the API server restarts. Asked again
+        until the API server answers."""
         deadline = time.monotonic() + 300
         while True:
             try:
-                groups = kubernetes.client.ApisApi(self.client).get_api_versions().groups
+                crds = kubernetes.client.ApiextensionsV1Api(self.client).list_custom_resource_definition().items
                 break
             except (ApiException, urllib3.exceptions.HTTPError) as error:
                 if time.monotonic() > deadline or getattr(error, "status", None) in (401, 403, 404):
                     raise
-                LOG.warning("API discovery: %s; asking again", getattr(error, "reason", None) or error)
+                LOG.warning("CRDs: %s; asking again", getattr(error, "reason", None) or error)
                 time.sleep(1)
-        return any(g.name == group and version in [v.version for v in g.versions] for g in groups)
+        return any(crd.spec.group == group and any(v.name == version and v.served for v in crd.spec.versions)
+                   for crd in crds)
 
     def _lister(self, group, version, plural):
         def list_all(**kwargs):
