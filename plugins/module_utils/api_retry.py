@@ -5,10 +5,10 @@
 An API server restarts during every OpenShift control-plane upgrade and, under load, answers 429 (API Priority and
 Fairness) and 5xx; a rollout that runs for hours meets both. ClusterAPI._request asks these pure functions:
 
-- status_fault(), transport_fault(): what went wrong, as a short kind: the HTTP status of a retryable answer ('429', '500', '502', '503',
-  '504'), or REFUSED, RESET or TIMEOUT for a connection that failed; None for an answer that is an answer
-  (403, 404, 409, 422..., and a 429 that a PodDisruptionBudget causes: an eviction the budget holds back, for the
-  caller to decide), or a transport error that a retry would not cure (a TLS error).
+- status_fault(), transport_fault(): what went wrong, as a short kind: the HTTP status of a retryable answer
+  ('429', '500', '502', '503', '504'), or REFUSED, RESET or TIMEOUT for a connection that failed; None for an
+  answer that is an answer (403, 404, 409, 422..., and a 429 that a PodDisruptionBudget causes: an eviction the
+  budget holds back, for the caller to decide), or a transport error that a retry would not cure (a TLS error).
 - retryable(): whether the request may be sent again. A read, a server-side apply, a JSON merge patch (it sets
   absolute values: applied twice it is applied once) and a delete (a delete whose object is gone afterwards is
   done) are idempotent and retried on every fault. Anything else (a POST: an eviction, a create) only when the API
@@ -78,7 +78,7 @@ def status_fault(status, details=None):
 
 def held_by_budget(details):
     """Whether a 429's Status details name a PodDisruptionBudget (an eviction the budget holds back)."""
-    return any((cause or {}).get('reason') == DISRUPTION_BUDGET_CAUSE or (cause or {}).get('type') == DISRUPTION_BUDGET_CAUSE
+    return any(DISRUPTION_BUDGET_CAUSE in ((cause or {}).get('reason'), (cause or {}).get('type'))
                for cause in (details or {}).get('causes') or [])
 
 

@@ -33,7 +33,8 @@ IN_PROGRESS = ("cordon-required", "wait-for-jobs-required", "pod-deletion-requir
                "pod-restart-required", "validation-required", "uncordon-required", "upgrade-failed")
 # The requests of the collection's own modules (nodes, pods, events, the operands' objects): kubernetes.core's tasks
 # in the roles (validation Jobs, MachineConfigPools, ClusterVersion) do not retry, so the proxy spares them.
-MODULE_PATHS = r"^/api/v1/(nodes|pods|namespaces/[^/]+/(pods|events|serviceaccounts|configmaps|services))|^/apis/apps/v1/"
+MODULE_PATHS = (r"^/api/v1/(nodes|pods|namespaces/[^/]+/(pods|events|serviceaccounts|configmaps|services))"
+                r"|^/apis/apps/v1/")
 
 
 @pytest.fixture
