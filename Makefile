@@ -16,9 +16,10 @@ export PYTHONPATH := $(COLLECTIONS):$(CURDIR)/tools
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
-deps: ## install system packages and build (or reuse) the control-plane binaries
+deps: ## install system packages, build (or reuse) the control-plane binaries and fetch (or reuse) the upstream CRDs
 	@bash tools/install-system-deps.sh
 	@bash tools/localcluster/build-binaries.sh >/dev/null
+	@bash tools/localcluster/fetch-crds.sh >/dev/null
 	@bash tools/localregistry/build-binaries.sh >/dev/null
 
 collection: ## make the checkout importable as accelerators.gpu

@@ -1,19 +1,24 @@
 """Small helpers over the kubernetes Python client for the local cluster's tooling."""
 
+import subprocess
 import time
+from pathlib import Path
 
 import kubernetes
+import yaml
 from kubernetes.client.rest import ApiException
 
-# The OpenShift and ecosystem APIs the collection talks to: (group, version, kind, plural, scope, has status).
-# Schemas are permissive, but group, version, kind, scope and the status subresource match the real APIs.
+HERE = Path(__file__).resolve().parent
+# The OpenShift and ecosystem APIs the collection talks to: (group, version, kind, plural, scope, has status), as the
+# real APIs have them. Each is registered with its real schema: the upstream CRD (OLM, monitoring: fetch-crds.sh) or
+# one written here from the real API (crds/).
 OPENSHIFT_APIS = (
     ("image.openshift.io", "v1", "ImageStream", "imagestreams", "Namespaced", True),
     ("config.openshift.io", "v1", "ClusterVersion", "clusterversions", "Cluster", True),
     ("config.openshift.io", "v1", "Proxy", "proxies", "Cluster", True),
     ("config.openshift.io", "v1", "ImageDigestMirrorSet", "imagedigestmirrorsets", "Cluster", True),
     ("config.openshift.io", "v1", "ImageTagMirrorSet", "imagetagmirrorsets", "Cluster", True),
-    ("operator.openshift.io", "v1alpha1", "ImageContentSourcePolicy", "imagecontentsourcepolicies", "Cluster", False),
+    ("operator.openshift.io", "v1alpha1", "ImageContentSourcePolicy", "imagecontentsourcepolicies", "Cluster", True),
     ("machineconfiguration.openshift.io", "v1", "MachineConfigPool", "machineconfigpools", "Cluster", True),
     ("machineconfiguration.openshift.io", "v1", "MachineConfig", "machineconfigs", "Cluster", False),
     ("security.openshift.io", "v1", "SecurityContextConstraints", "securitycontextconstraints", "Cluster", False),
@@ -33,17 +38,24 @@ def client_from_kubeconfig(path):
     return kubernetes.config.new_client_from_config(config_file=str(path))
 
 
-def crd(group, version, kind, plural, scope, has_status):
-    open_schema = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-    served = {"name": version, "served": True, "storage": True, "schema": {"openAPIV3Schema": open_schema}}
-    if has_status:
-        served["subresources"] = {"status": {}}
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "%s.%s" % (plural, group)},
-        "spec": {"group": group, "scope": scope, "versions": [served],
-                 "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": kind + "List"}},
-    }
+def upstream_crds_dir():
+    """The directory of the cached upstream CRDs (OLM's, the Prometheus Operator's), fetched on first use."""
+    result = subprocess.run(["bash", str(HERE / "fetch-crds.sh")], stdout=subprocess.PIPE, check=True, text=True)
+    return Path(result.stdout.strip().splitlines()[-1])
+
+
+def crd_documents():
+    """The CRDs of OPENSHIFT_APIS: the upstream ones and those written here (crds/), by name."""
+    found = {}
+    for path in sorted(upstream_crds_dir().glob("*.yaml")) + sorted((HERE / "crds").glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc:
+                found[doc["metadata"]["name"]] = doc
+    wanted = ["%s.%s" % (plural, group) for group, _version, _kind, plural, _scope, _status in OPENSHIFT_APIS]
+    missing = sorted(set(wanted) - set(found))
+    if missing:
+        raise RuntimeError("no CRD for %s" % ", ".join(missing))
+    return [found[name] for name in wanted]
 
 
 def install_crds(client, flavour, timeout=60):
@@ -59,8 +71,7 @@ def install_crds(client, flavour, timeout=60):
                 raise
     ext = kubernetes.client.ApiextensionsV1Api(client)
     names = []
-    for spec in OPENSHIFT_APIS:
-        body = crd(*spec)
+    for body in crd_documents():
         names.append(body["metadata"]["name"])
         try:
             ext.create_custom_resource_definition(body)
