@@ -581,16 +581,25 @@ def ensure_cluster_version(client, version):
     custom = kubernetes.client.CustomObjectsApi(client)
     args = ("config.openshift.io", "v1", "clusterversions")
     try:
-        custom.create_cluster_custom_object(*args, {
+        current = custom.create_cluster_custom_object(*args, {
             "apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion", "metadata": {"name": "version"},
             "spec": {"channel": "stable-%s" % ".".join(version.split(".")[:2]), "clusterID": "local"}})
     except ApiException as error:
         if error.status != 409:
             raise
-    custom.patch_cluster_custom_object_status(*args, "version", {"status": {
-        "desired": {"version": version, "image": release_image(version)},
-        "history": [{"version": version, "state": "Completed", "startedTime": "2026-01-01T00:00:00Z",
-                     "completionTime": "2026-01-01T01:00:00Z"}]}})
+        current = custom.get_cluster_custom_object(*args, "version")
+    history = [{"version": version, "image": release_image(version), "state": "Completed", "verified": False,
+                "startedTime": "2026-01-01T00:00:00Z", "completionTime": "2026-01-01T01:00:00Z"}]
+    custom.patch_cluster_custom_object_status(*args, "version", {
+        "status": cluster_version_status(version, history, current["metadata"]["generation"])})
+
+
+def cluster_version_status(version, history, generation):
+    """A ClusterVersion's status as the cluster-version operator writes it once the cluster runs `version`: the
+    fields the real API requires, history newest first, no update available."""
+    image = release_image(version)
+    return {"desired": {"version": version, "image": image}, "history": history, "observedGeneration": generation,
+            "versionHash": hashlib.sha256(image.encode()).hexdigest()[:12], "availableUpdates": []}
 
 
 def release_image(version):

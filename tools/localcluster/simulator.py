@@ -759,12 +759,13 @@ class Simulator:
         status = subscription.get("status") or {}
         if package not in CATALOG:
             if status.get("state") != "ResolutionFailed":
+                # OLM stamps every status it writes (lastUpdated, required by the real API).
                 self.custom.patch_namespaced_custom_object_status(
                     "operators.coreos.com", "v1alpha1", namespace, "subscriptions", subscription["metadata"]["name"],
-                    {"status": {"state": "ResolutionFailed", "conditions": [{
+                    {"status": {"state": "ResolutionFailed", "lastUpdated": now(), "conditions": [{
                         "type": "ResolutionFailed", "status": "True", "reason": "ConstraintsNotSatisfiable",
                         "message": "no operators found in package %s in the catalog referenced by subscription %s"
-                                   % (package, subscription["metadata"]["name"])}]}})
+                                   % (package, subscription["metadata"]["name"]), "lastTransitionTime": now()}]}})
             return
         csv_name, deployment_name = CATALOG[package]
         if status.get("installedCSV") == csv_name:
@@ -785,7 +786,8 @@ class Simulator:
             {"status": {"phase": "Succeeded", "reason": "InstallSucceeded", "message": "install strategy completed"}})
         self.custom.patch_namespaced_custom_object_status(
             "operators.coreos.com", "v1alpha1", namespace, "subscriptions", subscription["metadata"]["name"],
-            {"status": {"state": "AtLatestKnown", "currentCSV": csv_name, "installedCSV": csv_name}})
+            {"status": {"state": "AtLatestKnown", "currentCSV": csv_name, "installedCSV": csv_name,
+                        "lastUpdated": now()}})
         LOG.info("subscription %s/%s: installed %s", namespace, subscription["metadata"]["name"], csv_name)
 
     def reconcile_feature_discovery(self, discovery):
@@ -827,12 +829,15 @@ class Simulator:
             else:
                 self._create_or_replace(lambda: apps.create_namespaced_daemon_set(namespace, body),
                                         lambda: apps.patch_namespaced_daemon_set(role, namespace, body))
-        conditions = [{"type": "Available", "status": "True", "reason": "OperandsCreated",
-                       "message": "nfd-master and nfd-worker created"}]
-        if (discovery.get("status") or {}).get("conditions") != conditions:
+        available = {"type": "Available", "status": "True", "reason": "OperandsCreated",
+                     "message": "nfd-master and nfd-worker created"}
+        before = (discovery.get("status") or {}).get("conditions") or []
+        if [{key: c.get(key) for key in available} for c in before] != [available]:
+            condition = dict(available, lastTransitionTime=now(),
+                             observedGeneration=discovery["metadata"].get("generation"))
             self.custom.patch_namespaced_custom_object_status(*FEATURE_DISCOVERIES[:2], namespace,
                                                               FEATURE_DISCOVERIES[2], name,
-                                                              {"status": {"conditions": conditions}})
+                                                              {"status": {"conditions": [condition]}})
             LOG.info("nodefeaturediscovery %s/%s: operands created with %s", namespace, name, image)
         self.reconciled.add(seen)
 

@@ -44,8 +44,9 @@ def record_cluster_version(custom, version):
         return
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     image = fleets.release_image(version)
-    custom.patch_cluster_custom_object(*args, {"spec": {"desiredUpdate": {"version": version, "image": image}}})
-    custom.patch_cluster_custom_object_status(*args, {"status": {
-        "desired": {"version": version, "image": image},
-        "history": [{"version": version, "image": image, "state": "Completed", "verified": True,
-                     "startedTime": now, "completionTime": now}] + history}})
+    updated = custom.patch_cluster_custom_object(*args, {"spec": {"desiredUpdate": {"version": version,
+                                                                                    "image": image}}})
+    entry = {"version": version, "image": image, "state": "Completed", "verified": True, "startedTime": now,
+             "completionTime": now}
+    custom.patch_cluster_custom_object_status(*args, {"status": fleets.cluster_version_status(
+        version, [entry] + history, updated["metadata"]["generation"])})
