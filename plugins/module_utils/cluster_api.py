@@ -467,9 +467,12 @@ class ClusterAPI:
 
     def apply_object(self, path, obj):
         """Server-side apply as field manager accelerators.gpu, forced (the collection's values win over an edit by
-        hand, and fields it no longer declares go); returns the object as stored, or as it would be in check mode."""
+        hand, and fields it no longer declares go); returns the object as stored, or as it would be in check mode.
+        Strict field validation: a field the kind's schema lacks (misspelt, misplaced) fails the write (an error
+        naming the field) instead of being dropped."""
         return self._request('PATCH', path, body=apply_body(obj), content_type='application/apply-patch+yaml',
-                             write=True, field_manager=FIELD_MANAGER, force_conflicts=True)
+                             write=True, field_manager=FIELD_MANAGER, force_conflicts=True,
+                             query_params=[('fieldValidation', 'Strict')])
 
     def delete_object(self, path, preconditions=None):
         """Delete the object at path, its dependents in the background; with preconditions ({uid, resourceVersion})

@@ -156,8 +156,10 @@ def test_writes_are_dry_runs_in_check_mode(monkeypatch):
     api.delete_daemonset('gpu', 'ds', 'uid-1', '42')
     api.patch_node_labels('w1', {'a': None}, '7')
     apply, delete, patch = client.requests
+    # Strict field validation: an unknown field fails the apply instead of being dropped.
     assert apply[3] == {'dry_run': 'All', 'content_type': 'application/apply-patch+yaml',
-                        'field_manager': 'accelerators.gpu', 'force_conflicts': True}
+                        'field_manager': 'accelerators.gpu', 'force_conflicts': True,
+                        'query_params': [('fieldValidation', 'Strict')]}
     # A DELETE with a body takes its options from the body only.
     assert delete[2]['dryRun'] == ['All']
     assert delete[2]['preconditions'] == {'uid': 'uid-1', 'resourceVersion': '42'}
