@@ -8,6 +8,7 @@ from kubernetes.client.rest import ApiException
 
 from gpu_fleet import FLEET_LABEL, OSTREE, RHCOS_416, RHCOS_96
 from playbook import play
+from strict_schema import refused_field
 
 PCI_10DE = "feature.node.kubernetes.io/pci-10de.present"
 
@@ -87,9 +88,14 @@ def test_openshift_unknown_package_fails_with_olm_reason(cluster, make_fleet):
 
 def test_kubernetes_deploys_upstream_nfd_with_the_ostree_rule(kubernetes_cluster, make_fleet):
     fleet = make_fleet(unlabelled_fleet(["registry.k8s.io/nfd/*"]), on=kubernetes_cluster)
-    outcome(run_nfd(kubernetes_cluster, fleet.spec))
+    first = outcome(run_nfd(kubernetes_cluster, fleet.spec))
     for name in fleet.node_names:
         assert OSTREE in kubernetes_cluster.core.read_node(name).metadata.labels
+    # The role's NodeFeatureRule API has upstream's schema: the rule as the role rendered it passes, a misspelt
+    # field of it is refused (nfd.k8s-sigs.io).
+    (rendered,) = [obj for r in first for obj in (r.get("invocation") or {}).get("module_args", {}).get("definition")
+                   or [] if obj.get("kind") == "NodeFeatureRule"]
+    refused_field(kubernetes_cluster, rendered, ["spec", "rules", 0, "matchFeatures"], "matchFeature")
     worker = kubernetes_cluster.apps.read_namespaced_daemon_set("nfd-worker", "node-feature-discovery")
     assert worker.spec.template.spec.containers[0].image == "registry.k8s.io/nfd/node-feature-discovery:v0.17.3"
     namespace = kubernetes_cluster.core.read_namespace("node-feature-discovery")

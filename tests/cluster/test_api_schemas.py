@@ -1,0 +1,139 @@
+"""The local control plane serves each OpenShift, OLM, monitoring and NFD API with the real API's schema (the upstream
+CRDs of OLM and the Prometheus Operator, fetch-crds.sh; schemas written from the real APIs, tools/localcluster/crds):
+on a demo cluster the GPU stack was deployed to, a misspelt field of anything the collection renders is refused, per
+API group, and every object of every custom kind (the collection's, the simulated operators') is valid as it is."""
+
+import collections
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import Cluster, start_cluster, wait_for
+from gpu_fleet import RHCOS_418
+from localcluster import fleet, mco, upgrade
+from playbook import ROOT, play
+from strict_schema import custom_objects, key, misspelt, refused_field, rendered_objects, replace_problems
+from test_deploy import playbook
+
+DEMO_FLEET = Path(ROOT, "tools", "localcluster", "fleets", "demo.yml")
+# The demo fleet has no MachineConfigPool: two CPU nodes in a pool bring the simulated machine-config operator's
+# writes (the pool's status as its nodes move to a new build) and the cluster-version operator's (the upgrade).
+POOL_FLEET = {"name": "pooled", "registry": [], "openshift": {"version": "4.18.24"},
+              "nodes": [{"name": "infra", "count": 2, "role": "infra", "os": {"rhcos": RHCOS_418}}],
+              "pools": [{"name": "infra", "reboot_seconds": 1, "nfd_lag_seconds": 0}]}
+TARGET, TARGET_OCP = "9.6.20260401-0", "4.19.10"
+# The kinds whose objects the demo cluster must hold, so that the check below cannot pass on an empty cluster.
+DEMO_KINDS = {"ClusterVersion", "ImageStream", "Subscription", "OperatorGroup", "ClusterServiceVersion",
+              "NodeFeatureDiscovery", "ServiceMonitor", "PrometheusRule", "MachineConfigPool", "MachineConfig"}
+# OpenShift's restricted SCC (its required fields, the types of the others), for the API group the collection only
+# refers to: its service accounts' roles use the privileged SCC.
+SCC = {"apiVersion": "security.openshift.io/v1", "kind": "SecurityContextConstraints",
+       "metadata": {"name": "t-restricted"}, "allowHostDirVolumePlugin": False, "allowHostIPC": False,
+       "allowHostNetwork": False, "allowHostPID": False, "allowHostPorts": False, "allowPrivilegedContainer": False,
+       "allowPrivilegeEscalation": True, "allowedCapabilities": None, "defaultAddCapabilities": None,
+       "fsGroup": {"type": "MustRunAs"}, "groups": [], "priority": None, "readOnlyRootFilesystem": False,
+       "requiredDropCapabilities": ["KILL", "MKNOD", "SETUID", "SETGID"], "runAsUser": {"type": "MustRunAsRange"},
+       "seLinuxContext": {"type": "MustRunAs"}, "supplementalGroups": {"type": "RunAsAny"}, "users": [],
+       "volumes": ["configMap", "downwardAPI", "emptyDir", "persistentVolumeClaim", "projected", "secret"]}
+ICSP = {"apiVersion": "operator.openshift.io/v1alpha1", "kind": "ImageContentSourcePolicy",
+        "metadata": {"name": "t-mirrors"}, "spec": {"repositoryDigestMirrors": [
+            {"source": "quay.io/openshift-release-dev", "mirrors": ["mirror.example.test/ocp"]}]}}
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """A cluster of its own with the demo fleet (`make demo`'s) and the GPU stack deployed by the deploy playbook
+    with its defaults (NFD through OLM, the DCGM exporter's ServiceMonitor and PrometheusRules), then a pool of two
+    more nodes; yields the cluster, the deploy's run and the pool's fleet."""
+    plane = start_cluster(tmp_path_factory, "openshift")
+    try:
+        cluster = Cluster(plane.kubeconfig, "openshift")
+        fleet.Fleet(cluster.client, yaml.safe_load(DEMO_FLEET.read_text())).apply().wait_ready()
+        run = playbook(cluster, "deploy").succeeded()
+        yield cluster, run, fleet.Fleet(cluster.client, POOL_FLEET).apply().wait_ready()
+    finally:
+        plane.down()
+
+
+def test_every_object_of_every_custom_kind_on_the_demo_cluster_is_valid_as_it_is(demo):
+    cluster, _run, pooled = demo
+    pool = pooled.pools[0]["metadata"]["name"]
+    config = upgrade.start_upgrade(pooled, pool, TARGET, TARGET_OCP)
+    wait_for(lambda: (cluster.custom.get_cluster_custom_object(*mco.POOLS, pool).get("status") or {}).get(
+        "configuration", {}).get("name") == config, timeout=120, message="pool %s on %s" % (pool, config))
+
+    objects = custom_objects(cluster)
+    kinds = collections.Counter(obj["kind"] for obj in objects)
+    print("custom objects on the demo cluster: %s" % dict(sorted(kinds.items())))
+    assert DEMO_KINDS <= set(kinds), DEMO_KINDS - set(kinds)
+    assert replace_problems(cluster, objects) == {}
+    # The check bites: a Subscription status as the simulated OLM wrote it before OLM's real schema (no lastUpdated).
+    (subscription,) = [copy.deepcopy(obj) for obj in objects if obj["kind"] == "Subscription"]
+    del subscription["status"]["lastUpdated"]
+    assert "status.lastUpdated: Required value" in replace_problems(cluster, [subscription])[key(subscription)]
+    assert cluster.simulator_failures(0) == []
+
+
+def rendered(run, kind):
+    """The first object of that kind the run's roles rendered, a copy."""
+    return copy.deepcopy(next(obj for _task, obj in rendered_objects(run, built_in=False) if obj["kind"] == kind))
+
+
+def stored(cluster, kind):
+    """An object of that kind as the cluster holds it (written by the simulation), without its server-set metadata."""
+    obj = next(obj for obj in custom_objects(cluster) if obj["kind"] == kind)
+    obj["metadata"] = {k: obj["metadata"][k] for k in ("name", "namespace") if k in obj["metadata"]}
+    obj.pop("status", None)
+    return obj
+
+
+# API group: (kind, where the object comes from, the field misspelt, its misspelling). "rendered": as the deploy
+# playbook's roles rendered it; "stored": as the simulated cluster holds it (the collection only reads the kind).
+MISSPELLINGS = {
+    "operators.coreos.com": [("Subscription", "rendered", ["spec", "sourceNamespace"], "sourceNamespce"),
+                             ("OperatorGroup", "rendered", ["spec", "targetNamespaces"], "targetNamespace")],
+    "monitoring.coreos.com": [("ServiceMonitor", "rendered", ["spec", "endpoints", 0, "interval"], "intervall"),
+                              ("PrometheusRule", "rendered", ["spec", "groups", 0, "rules", 0, "expr"], "expresion")],
+    "nfd.openshift.io": [("NodeFeatureDiscovery", "rendered", ["spec", "operand", "imagePullPolicy"],
+                          "imagePulPolicy")],
+    "config.openshift.io": [("ClusterVersion", "stored", ["spec", "channel"], "chanel")],
+    "image.openshift.io": [("ImageStream", "stored", ["spec", "tags", 0, "from"], "form")],
+    "machineconfiguration.openshift.io": [("MachineConfigPool", "stored", ["spec", "paused"], "pasued"),
+                                          ("MachineConfig", "stored", ["spec", "config"], "confg")],
+    "operator.openshift.io": [("ImageContentSourcePolicy", ICSP, ["spec", "repositoryDigestMirrors"],
+                               "repositoryDigestMirror")],
+    "security.openshift.io": [("SecurityContextConstraints", SCC, ["allowHostNetwork"], "allowHostNetworks")],
+}
+
+
+@pytest.mark.parametrize("group", sorted(MISSPELLINGS))
+def test_a_misspelt_field_is_refused_in_each_api_group(demo, group):
+    cluster, run, _pooled = demo
+    for kind, source, path, wrong in MISSPELLINGS[group]:
+        if source == "rendered":
+            obj = rendered(run, kind)
+        elif source == "stored":
+            obj = stored(cluster, kind)
+        else:
+            obj = copy.deepcopy(source)
+        assert obj["apiVersion"].split("/")[0] == group
+        refused_field(cluster, obj, path, wrong)
+
+
+def test_the_collections_writes_are_strict_a_misspelt_field_fails_the_task_naming_it(demo):
+    """The operand module applies with fieldValidation=Strict (here in check mode: a dry run); kubernetes.core.k8s
+    has no such option, but the API server warns of the field it drops, and the task reports the warning."""
+    cluster, run, pooled = demo
+    monitor, field = misspelt(rendered(run, "ServiceMonitor"), ["spec", "endpoints", 0, "interval"], "intervall")
+    (result,) = play(cluster, [("accelerators.gpu.operand", {"definitions": [monitor]})], check=True)
+    # Server-side apply's wording: ".spec.endpoints[0].intervall: field not declared in schema".
+    assert result.get("failed") and ".%s: field not declared in schema" % field in result["msg"], result
+    assert "ServiceMonitor" in result["msg"] and monitor["metadata"]["name"] in result["msg"]
+
+    pool = pooled.pools[0]["metadata"]["name"]
+    (patched,) = play(cluster, [("kubernetes.core.k8s", {
+        "api_version": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigPool", "name": pool,
+        "state": "patched", "merge_type": "merge", "definition": {"spec": {"pasued": True}}})], check=True)
+    assert any('unknown field "spec.pasued"' in warning for warning in patched.get("warnings") or []), patched
