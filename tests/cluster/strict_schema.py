@@ -38,18 +38,18 @@ def _refusal(cluster, method, path, body):
     return None
 
 
-def _resource(cluster, obj):
-    return kubernetes.dynamic.DynamicClient(cluster.client).resources.get(api_version=obj["apiVersion"],
-                                                                         kind=obj["kind"])
+def _resources(cluster):
+    """The cluster's kinds, through discovery: resources.get(api_version=..., kind=...)."""
+    return kubernetes.dynamic.DynamicClient(cluster.client).resources
 
 
 def strict_problems(cluster, objects):
     """{kind/namespace/name: the API server's message} of each object it refuses under strict field validation. Each
     is created under a generated name (the deployed one exists), as a dry run."""
-    problems = {}
+    resources, problems = _resources(cluster), {}
     for obj in objects:
         metadata = obj["metadata"]
-        resource = _resource(cluster, obj)
+        resource = resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
         path = resource.path(namespace=metadata.get("namespace") if resource.namespaced else None)
         body = dict(obj, metadata=dict((key, value) for key, value in metadata.items() if key != "name"),)
         body["metadata"]["generateName"] = metadata["name"][:50] + "-"
@@ -63,10 +63,10 @@ def replace_problems(cluster, objects):
     """{kind/namespace/name: the API server's message} of each stored object it refuses to take back as it is under
     strict field validation: a dry-run replace of the object and, where the kind has a status subresource, of its
     status (which only that subresource writes)."""
-    problems = {}
+    resources, problems = _resources(cluster), {}
     for obj in objects:
         metadata = obj["metadata"]
-        resource = _resource(cluster, obj)
+        resource = resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
         path = resource.path(name=metadata["name"], namespace=metadata.get("namespace") if resource.namespaced
                              else None)
         paths = [path] + ([path + "/status"] if resource.subresources.get("status") and "status" in obj else [])
