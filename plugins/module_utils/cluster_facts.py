@@ -41,6 +41,14 @@ def openshift_version(cluster_version):
     return (((cluster_version or {}).get('status') or {}).get('desired') or {}).get('version') or None
 
 
+def running(objects, namespaces):
+    """The objects neither being deleted nor in a namespace being deleted (namespaces: {name: Namespace or None}): an
+    nfd-worker whose namespace an uninstall just deleted is going away, not an NFD that someone else runs."""
+    return [obj for obj in objects
+            if not obj['metadata'].get('deletionTimestamp')
+            and not ((namespaces.get(obj['metadata']['namespace']) or {}).get('metadata') or {}).get('deletionTimestamp')]
+
+
 def read_facts(api, namespace, detect_openshift, runtime_label_selector, daemonset_name, crd_names, proxy=False,
                namespace_names=()):
     """The facts, as cluster_facts returns them. api: a ClusterAPI."""
@@ -51,9 +59,12 @@ def read_facts(api, namespace, detect_openshift, runtime_label_selector, daemons
     if runtime_label_selector is not None:
         facts['container_runtimes'] = container_runtimes(api.list_nodes(runtime_label_selector or None, view=NODE_INFO))
     if daemonset_name:
+        daemonsets = api.list_daemonsets_named(daemonset_name)
+        namespaces = dict((name, api.read_optional(NAMESPACE % name)[0])
+                          for name in set(item['metadata']['namespace'] for item in daemonsets))
         facts['daemonsets'] = [
             {'namespace': item['metadata']['namespace'], 'name': item['metadata']['name']}
-            for item in api.list_daemonsets_named(daemonset_name)]
+            for item in running(daemonsets, namespaces)]
     facts['crds'] = [name for name in crd_names if api.read_optional(CRD % name)[0]]
     facts['namespaces'] = [name for name in namespace_names if api.read_optional(NAMESPACE % name)[0]]
     if proxy:

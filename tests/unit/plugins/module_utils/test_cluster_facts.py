@@ -35,8 +35,16 @@ def test_every_fact_in_one_pass(monkeypatch):
         ('GET', '/apis/config.openshift.io/v1/clusterversions/version'): {
             'kind': 'ClusterVersion', 'status': {'desired': {'version': '4.19.3'}}},
         ('GET', '/api/v1/nodes'): {'items': [node('gpu-0', 'cri-o://1.31')], 'metadata': {}},
-        ('GET', '/apis/apps/v1/daemonsets'): {
-            'items': [{'metadata': {'namespace': 'site-nfd', 'name': 'nfd-worker'}}], 'metadata': {}},
+        # One NFD runs; one is in a namespace an uninstall just deleted, one is being deleted itself: both going away.
+        ('GET', '/apis/apps/v1/daemonsets'): {'items': [
+            {'metadata': {'namespace': 'site-nfd', 'name': 'nfd-worker'}},
+            {'metadata': {'namespace': 'old-nfd', 'name': 'nfd-worker'}},
+            {'metadata': {'namespace': 'other-nfd', 'name': 'nfd-worker', 'deletionTimestamp': '2026-11-27T12:00:00Z'}},
+        ], 'metadata': {}},
+        ('GET', '/api/v1/namespaces/site-nfd'): {'kind': 'Namespace', 'metadata': {'name': 'site-nfd'}},
+        ('GET', '/api/v1/namespaces/old-nfd'): {'kind': 'Namespace', 'metadata': {
+            'name': 'old-nfd', 'deletionTimestamp': '2026-11-27T12:00:00Z'}},
+        ('GET', '/api/v1/namespaces/other-nfd'): {'kind': 'Namespace', 'metadata': {'name': 'other-nfd'}},
         ('GET', CRD_PATH % 'servicemonitors.monitoring.coreos.com'): {'kind': 'CustomResourceDefinition'},
         ('GET', CRD_PATH % 'podmonitors.monitoring.coreos.com'): missing('podmonitors.monitoring.coreos.com'),
         ('GET', '/api/v1/namespaces/openshift-config-managed'): {'kind': 'Namespace'},
