@@ -37,6 +37,8 @@ OPERANDS = (
     'device-plugin',
     'dcgm-exporter',
     'gpu-feature-discovery',
+    # The standalone DCGM hostengine (role dcgm), when enabled.
+    'dcgm',
     # The validator DaemonSet (role container_toolkit), writing the node files the operands wait on.
     'operator-validator',
 )

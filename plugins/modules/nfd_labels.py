@@ -106,7 +106,7 @@ options:
       - Operands whose C(nvidia.com/gpu.deploy.<operand>) label is set (the states deployed); see O(labels_state) for
         V(absent).
       - Omitted, with V(present), every operand the collection deploys (C(driver), C(container-toolkit),
-        C(device-plugin), C(dcgm-exporter), C(gpu-feature-discovery), C(operator-validator)).
+        C(device-plugin), C(dcgm-exporter), C(gpu-feature-discovery), C(operator-validator), C(dcgm)).
     type: list
     elements: str
 attributes:

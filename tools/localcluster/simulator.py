@@ -64,8 +64,7 @@ import urllib3
 from kubernetes.client.rest import ApiException
 
 from .fleet import HARDWARE_ANNOTATION, MCO_API, REGISTRY_CONFIGMAP
-from . import gpudirect
-from . import mig
+from . import gpudirect, hostengine, mig, sharing
 from .kernel import KernelReboots
 from .mco import MachineConfigOperator
 from .stages import REBOOTING_ANNOTATION
@@ -80,7 +79,8 @@ DRIVER, TOOLKIT, DEVICE_PLUGIN, DCGM_EXPORTER, VALIDATION, NFD_WORKER, GFD, VALI
 MIG_CLIENTS = (DEVICE_PLUGIN, GFD, DCGM_EXPORTER)
 # What each operand waits for on its node before it can become Ready.
 DEPENDS_ON = {TOOLKIT: (DRIVER,), DEVICE_PLUGIN: (DRIVER, TOOLKIT), DCGM_EXPORTER: (DRIVER, TOOLKIT),
-              GFD: (DRIVER, TOOLKIT), mig.MIG_MANAGER: (DRIVER, TOOLKIT)}
+              GFD: (DRIVER, TOOLKIT), mig.MIG_MANAGER: (DRIVER, TOOLKIT),
+              sharing.MPS_CONTROL_DAEMON: (DRIVER, TOOLKIT), hostengine.HOSTENGINE: (DRIVER, TOOLKIT)}
 # The CUDA version each driver branch brings (nvidia.com/cuda.runtime.*).
 CUDA_OF_BRANCH = {"535": (12, 2), "550": (12, 4), "560": (12, 6), "565": (12, 7), "570": (12, 8), "575": (12, 9),
                   "580": (13, 0)}
@@ -323,9 +323,10 @@ def gfd_node_labels(hw, version, mig_strategy, timestamp):
     return labels
 
 
-# Every label gfd_node_labels can write: what goes when no GFD pod is Ready on the node.
-GFD_LABEL_KEYS = tuple(gfd_node_labels({"gpu": {"product": "p", "memory": 1, "count": 1, "family": "f",
-                                                "compute": "8.0", "mig_capable": True}}, "1.2.3", "single", "0"))
+# Every label gfd_node_labels and the sharing can write: what goes when no GFD pod is Ready on the node.
+GFD_LABEL_KEYS = tuple(sharing.gfd_labels(gfd_node_labels({"gpu": {"product": "p", "memory": 1, "count": 1, "family": "f",
+                                                                  "compute": "8.0", "mig_capable": True}},
+                                                          "1.2.3", "single", "0"), sharing.NONE))
 
 
 def _epoch(timestamp):
@@ -417,6 +418,7 @@ class Simulator:
         self.modules_loaded = {}  # node name -> the bootID in which a driver loaded there
         self.mig_layouts = {}  # node name -> the MIG layout its GPUs have (mig.gpu_layouts), when MIG was applied
         self.mig_decided = {}  # node name -> (layout asked, final state written): nothing more to do for it
+        self.mps_waiting = {}  # node name -> why its device plugin waits for the MPS control daemon (logged once)
         self.written = {}  # pod uid -> the (state, reason, message) last written
         self.initialized = set()  # uids of pods whose init containers completed since their node booted
         self.files = {}  # node name -> {file name in /run/nvidia/validations: content}
@@ -589,7 +591,8 @@ class Simulator:
         clock = time.time()
         # Operands in dependency order, so that one pass settles a node (the validator's last check, plugin, passes
         # on the next one).
-        order = {DRIVER: 0, TOOLKIT: 1, VALIDATOR: 1.5, DEVICE_PLUGIN: 2, DCGM_EXPORTER: 2, GFD: 2, mig.MIG_MANAGER: 2}
+        order = {DRIVER: 0, TOOLKIT: 1, VALIDATOR: 1.5, sharing.MPS_CONTROL_DAEMON: 1.8, hostengine.HOSTENGINE: 1.8,
+                 DEVICE_PLUGIN: 2, DCGM_EXPORTER: 2, GFD: 2, mig.MIG_MANAGER: 2}
         pods.sort(key=lambda p: order.get(component(p), 3))
         hw = hardware(node)
         # A pre-installed driver is there from the start.
@@ -616,7 +619,7 @@ class Simulator:
                 else:
                     self.initialized.add(uid)
             if state == "ready":
-                problem = container_problem(pod, node_name, hw, files)
+                problem = container_problem(pod, node_name, hw, files) or self.hostengine_problem(pod, node_name, pods)
                 if problem:
                     state, (reason, message) = "waiting", problem
             failing = {}
@@ -715,9 +718,11 @@ class Simulator:
             hw = hardware(node)
             version = driver_version(driver["spec"]["containers"][0]["image"]) if driver \
                 else hw.get("host_driver") or driver_version("")
-            wanted = gfd_node_labels(hw, version,
-                                     container_env(gfd["spec"]["containers"][0], "MIG_STRATEGY") or "none",
-                                     labels.get("nvidia.com/gfd.timestamp") or str(int(time.time())))
+            wanted = sharing.gfd_labels(gfd_node_labels(hw, version,
+                                                        container_env(gfd["spec"]["containers"][0], "MIG_STRATEGY")
+                                                        or "none",
+                                                        labels.get("nvidia.com/gfd.timestamp") or str(int(time.time()))),
+                                        sharing.pod_sharing(gfd, node, self.config_map_data))
         elif labels.get(mig.GFD_DEPLOY_LABEL) == mig.PAUSED:
             # Stopped by the MIG manager for a change: NFD keeps what GFD published (nvidia.com/mig.capable, which the
             # MIG manager's DaemonSet selects on, among it) until GFD publishes again.
@@ -735,8 +740,10 @@ class Simulator:
         advertised = mig.resources(hw, self.mig_layouts.get(node_name) or mig.disabled(hw),
                                    container_env(plugin["spec"]["containers"][0], "MIG_STRATEGY") if plugin else None,
                                    plugin is not None)
+        if plugin:
+            advertised = self.shared_resources(plugin, node, pods, advertised)
         current = {key: value for key, value in (node["status"].get("allocatable") or {}).items()
-                   if key == GPU or key.startswith("nvidia.com/mig-")}
+                   if key.startswith(GPU) or key.startswith("nvidia.com/mig-")}
         # Resources no longer advertised go (a MIG profile of a previous layout).
         resources = {key: None for key in current if key not in advertised}
         resources.update((key, str(value)) for key, value in advertised.items()
@@ -752,6 +759,46 @@ class Simulator:
                     "nfd.node.kubernetes.io/feature-labels": ",".join(
                         sorted(k.split("/", 1)[1] for k in hw["nfd_labels"]))}}})
                 LOG.info("node %s: %d NFD labels", node_name, len(wanted))
+
+    def config_map_data(self, namespace, name):
+        """A ConfigMap's data, None when it does not exist."""
+        try:
+            return self.core.read_namespaced_config_map(name, namespace).data or {}
+        except ApiException as error:
+            if error.status != 404:
+                raise
+            return None
+
+    def shared_resources(self, plugin, node, pods, resources):
+        """The device plugin's resources under its sharing configuration (sharing.py): with MPS, only while the
+        node's MPS control daemon is ready."""
+        shared = sharing.pod_sharing(plugin, node, self.config_map_data)
+        problem = None
+        if shared[0] == "mps":
+            daemons = [p for p in pods if component(p) == sharing.MPS_CONTROL_DAEMON
+                       and self.written.get(p["metadata"]["uid"], [""])[0] == "ready"]
+            problem = sharing.mps_daemon_problem(plugin, daemons, node, self.config_map_data)
+            if problem and self.mps_waiting.get(node["metadata"]["name"]) != problem:
+                LOG.info("node %s: the device plugin waits for the MPS daemon: %s", node["metadata"]["name"], problem)
+            self.mps_waiting[node["metadata"]["name"]] = problem
+        return sharing.advertised(resources, shared, problem)
+
+    def hostengine_problem(self, pod, node_name, pods):
+        """Why a DCGM exporter pod cannot reach the hostengine it is given (hostengine.py): it crash-loops then."""
+        if component(pod) != DCGM_EXPORTER:
+            return None
+        engines = [p for p in pods if component(p) == hostengine.HOSTENGINE
+                   and self.written.get(p["metadata"]["uid"], [""])[0] == "ready"]
+
+        def read_service(namespace, name):
+            try:
+                return self.client.sanitize_for_serialization(self.core.read_namespaced_service(name, namespace))
+            except ApiException as error:
+                if error.status != 404:
+                    raise
+                return None
+        problem = hostengine.problem(pod, node_name, engines, read_service)
+        return ("CrashLoopBackOff", problem) if problem else None
 
     def reconcile_subscription(self, subscription):
         namespace = subscription["metadata"]["namespace"]

@@ -208,7 +208,7 @@ def test_label_plan_never_overwrites_admin_values():
         DEPLOY + 'gpu-feature-discovery': '',
     })
     assert plan_gpu_node_labels(node, OPERANDS) == {
-        DEPLOY + 'container-toolkit': 'true', DEPLOY + 'operator-validator': 'true'}
+        DEPLOY + 'container-toolkit': 'true', DEPLOY + 'operator-validator': 'true', DEPLOY + 'dcgm': 'true'}
 
 
 def test_label_plan_only_for_requested_operands():
