@@ -23,9 +23,15 @@ DRIVER_APP_LABEL = 'app'
 # Table columns of the operands, by the app.kubernetes.io/component of their pods.
 OPERANDS = (('driver', DRIVER), ('toolkit', 'nvidia-container-toolkit'),
             ('device_plugin', 'nvidia-device-plugin'), ('dcgm_exporter', 'nvidia-dcgm-exporter'))
-# GPU feature discovery may be switched off (gpu_feature_discovery_enabled), and the MIG manager runs on MIG-capable
-# nodes only: a node without their pods can be ready.
-OPTIONAL_OPERANDS = (('gpu_feature_discovery', 'gpu-feature-discovery'), ('mig_manager', 'nvidia-mig-manager'))
+# GPU feature discovery may be switched off (gpu_feature_discovery_enabled), the MIG manager runs on MIG-capable
+# nodes only, the MPS control daemon on nodes sharing their GPUs through MPS only: a node without their pods can be
+# ready.
+MPS_CONTROL_DAEMON = 'mps_control_daemon'
+OPTIONAL_OPERANDS = (('gpu_feature_discovery', 'gpu-feature-discovery'), ('mig_manager', 'nvidia-mig-manager'),
+                     (MPS_CONTROL_DAEMON, 'nvidia-mps-control-daemon'))
+# How GPU feature discovery labels a node's sharing (from the device plugin's configuration of the node).
+SHARING_LABEL = 'nvidia.com/gpu.sharing-strategy'
+REPLICAS_LABEL = 'nvidia.com/gpu.replicas'
 # The MIG manager's labels: the layout a node asks for and how applying it went.
 MIG_CONFIG_LABEL = 'nvidia.com/mig.config'
 MIG_STATE_LABEL = 'nvidia.com/mig.config.state'
@@ -38,6 +44,7 @@ DRIVER_DAEMONSETS_SELECTOR = MANAGED_SELECTOR + ',' + COMPONENT + '=' + DRIVER
 HEADERS = (('node', 'NODE'), ('gpus', 'GPUS'), ('product', 'PRODUCT'), ('memory', 'MEMORY MiB'), ('mig_capable', 'MIG'),
            ('os', 'RHCOS / KERNEL'), ('driver_daemonset', 'DRIVER DAEMONSET'),
            ('driver', 'DRIVER'), ('driver_upgrade', 'DRIVER UPGRADE'), ('toolkit', 'TOOLKIT'), ('device_plugin', 'DEVICE PLUGIN'),
+           ('sharing', 'SHARING'), (MPS_CONTROL_DAEMON, 'MPS DAEMON'),
            ('dcgm_exporter', 'DCGM EXPORTER'), ('gpu_feature_discovery', 'GFD'), ('mig_manager', 'MIG MANAGER'),
            ('mig_config', 'MIG CONFIG'), ('allocatable', 'ALLOCATABLE'), ('validation', 'LAST VALIDATION'))
 
@@ -131,6 +138,7 @@ def node_rows(facts, nodes, pods, jobs, daemonsets=None, resource='nvidia.com/gp
         }
         labels = metadata.get('labels') or {}
         row.update(mig_config=labels.get(MIG_CONFIG_LABEL), mig_config_state=labels.get(MIG_STATE_LABEL))
+        row.update(sharing_info(labels))
         summary = gpu_summary(labels)
         row.update(product=summary['product'], memory=summary['memory'], mig_capable=summary['mig_capable'],
                    gpu_info=summary['source'], driver_version=driver_version(labels))
@@ -151,6 +159,14 @@ def node_rows(facts, nodes, pods, jobs, daemonsets=None, resource='nvidia.com/gp
     return rows
 
 
+def sharing_info(labels):
+    """The sharing of a node's GPUs as GPU feature discovery labels it: {'sharing': none, time-slicing, mps or None
+    without GFD's labels, 'sharing_replicas': pods per GPU or None}."""
+    strategy = labels.get(SHARING_LABEL)
+    replicas = labels.get(REPLICAS_LABEL) or ''
+    return {'sharing': strategy, 'sharing_replicas': int(replicas) if replicas.isdigit() else None}
+
+
 def not_ready_reasons(row):
     """Why the stack is not ready on a row's node, [] when it is: every operand ready (the driver may be the host's;
     GPU feature discovery and the MIG manager only where they have a pod), no driver upgrade under way or failed, a
@@ -159,6 +175,8 @@ def not_ready_reasons(row):
                for column, _component in OPERANDS if row[column] not in ('ready', 'host')]
     reasons.extend('%s %s' % (column.replace('_', ' '), row[column])
                    for column, _component in OPTIONAL_OPERANDS if row[column] not in ('ready', '-'))
+    if row.get('sharing') == 'mps' and row[MPS_CONTROL_DAEMON] == '-':
+        reasons.append('mps control daemon no pod')
     if row['driver_upgrade'] not in ('-', 'upgrade-done'):
         failure = row.get('driver_upgrade_failure')
         reasons.append('driver upgrade: %s%s' % (row['driver_upgrade'], ' (%s)' % failure if failure else ''))
@@ -176,6 +194,8 @@ def _cell(row, key):
     value = row[key]
     if key == 'mig_capable':
         return '-' if value is None else 'yes' if value else 'no'
+    if key == 'sharing':
+        return '-' if value is None else value if value == 'none' else '%s x%s' % (value, row['sharing_replicas'])
     if key == 'mig_config':
         return '%s (%s)' % (value, row['mig_config_state'] or 'no state') if value else '-'
     if key == 'validation':

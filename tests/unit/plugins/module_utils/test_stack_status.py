@@ -234,7 +234,7 @@ def test_the_module_reads_each_list_once_keeps_only_what_rows_show_and_says_wher
     drivers = managed + ",app.kubernetes.io/component=nvidia-driver"
     assert cluster.reads == [("nodes", "role=gpu", NODE_FULL), ("daemonsets", "gpu", drivers)] + [
         ("pods", "gpu", managed + ",app.kubernetes.io/component=" + component, POD_CELLS)
-        for component in OPERANDS + ("gpu-feature-discovery", "nvidia-mig-manager")] + [
+        for component in OPERANDS + ("gpu-feature-discovery", "nvidia-mig-manager", "nvidia-mps-control-daemon")] + [
         ("pods", "gpu", drivers + ",app=nvidia-driver-daemonset-" + build, POD_CELLS),
         ("pods", "gpu", drivers + ",app notin (nvidia-driver-daemonset-%s)" % build, POD_READINESS),
         ("jobs", "gpu", "app.kubernetes.io/component=gpu-validation")]
@@ -289,7 +289,7 @@ def test_operand_pod_reads_without_driver_daemonsets_read_every_driver_pod_with_
     reads = operand_pod_reads([])
     assert [(selector.split(",", 1)[1], view, labels) for selector, view, labels in reads] == [
         ("app.kubernetes.io/component=" + component, POD_CELLS, {"app.kubernetes.io/component": component})
-        for component in OPERANDS + ("gpu-feature-discovery", "nvidia-mig-manager")] + [
+        for component in OPERANDS + ("gpu-feature-discovery", "nvidia-mig-manager", "nvidia-mps-control-daemon")] + [
         ("app.kubernetes.io/component=nvidia-driver", POD_READINESS, {})]
     assert all(selector.startswith(managed + ",") for selector, _view, _labels in reads)
     two = operand_pod_reads([driver_daemonset("b"), driver_daemonset("a")])
