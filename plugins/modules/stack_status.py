@@ -112,6 +112,22 @@ nodes:
     mig_manager:
       description: Readiness of the MIG manager pod, as for RV(nodes[].driver).
       type: str
+    mps_control_daemon:
+      description: Readiness of the MPS control daemon pod (nodes sharing their GPUs through MPS), as for
+        RV(nodes[].driver).
+      type: str
+      version_added: 0.2.0
+    sharing:
+      description:
+        - How the node's GPUs are shared, V(none), V(time-slicing) or V(mps), as GPU feature discovery labels it
+          (C(nvidia.com/gpu.sharing-strategy)) from the device plugin's configuration of the node; null without its
+          labels. The column SHARING of RV(lines) adds the replicas (C(mps x4)).
+      type: str
+      version_added: 0.2.0
+    sharing_replicas:
+      description: Pods per GPU (C(nvidia.com/gpu.replicas)), or null.
+      type: int
+      version_added: 0.2.0
     driver_upgrade:
       description: The node's C(nvidia.com/gpu-driver-upgrade-state) label, or C(-).
       type: str
@@ -138,7 +154,8 @@ nodes:
         build or kernel it runs (an upgrade outside the C(accelerators.gpu.rhcos_upgrade) playbook).
       type: bool
     ready:
-      description: Every operand ready (GPU feature discovery and the MIG manager only where they have a pod), no
+      description: Every operand ready (GPU feature discovery, the MIG manager and the MPS control daemon only where
+        they have a pod; a node sharing through MPS needs its daemon's pod), no
         driver upgrade under way or failed, a driver DaemonSet for the node, GPUs allocatable and every check of the
         last validation C(ok).
       type: bool

@@ -4,8 +4,8 @@ import copy
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import NODE_FULL, POD_CELLS, POD_READINESS
 from ansible_collections.accelerators.gpu.plugins.module_utils.stack_status import (
-    aligned, node_rows, not_ready_reasons, operand_pod_reads, read_gpu_nodes, row_cells, run, status_node, table_lines,
-    verdict)
+    HEADERS, aligned, node_rows, not_ready_reasons, operand_pod_reads, read_gpu_nodes, row_cells, run, status_node,
+    table_lines, verdict)
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.fakes import matches
 
 
@@ -169,6 +169,27 @@ def test_mig_layout_and_manager_per_node_and_mig_devices_count_as_allocatable():
     assert first["ready"] is True
     lines = table_lines([first, second])
     assert "all-1g.10gb (success)" in lines[1] and "MIG CONFIG" in lines[0]
+
+
+def test_sharing_per_node_from_gfd_labels_and_an_mps_node_needs_its_control_daemon():
+    def shared(name, strategy, replicas):
+        found = node(name, 8)
+        found["metadata"]["labels"] = {"nvidia.com/gpu.sharing-strategy": strategy, "nvidia.com/gpu.replicas": replicas}
+        return found
+    nodes = [shared("mps", "mps", "4"), shared("ts", "time-slicing", "2"), shared("none", "none", "1"), node("old", 8)]
+    names = [found["metadata"]["name"] for found in nodes]
+    pods = [pod(name, component) for name in names for component in ("nvidia-driver",) + OPERANDS]
+    jobs = [job(name, "cuda", succeeded=1) for name in names]
+    rows = {row["node"]: row for row in node_rows([fact(name) for name in names], nodes, pods, jobs)}
+    assert {name: (row["sharing"], row["sharing_replicas"], row["mps_control_daemon"]) for name, row in rows.items()} \
+        == {"mps": ("mps", 4, "-"), "ts": ("time-slicing", 2, "-"), "none": ("none", 1, "-"), "old": (None, None, "-")}
+    assert not_ready_reasons(rows["mps"]) == ["mps control daemon no pod"]
+    assert [name for name, row in rows.items() if not row["ready"]] == ["mps"]
+    cells = dict((name, dict(zip([key for key, _title in HEADERS], row_cells(row)))) for name, row in rows.items())
+    assert [cells[name]["sharing"] for name in names] == ["mps x4", "time-slicing x2", "none", "-"]
+    pods.append(pod("mps", "nvidia-mps-control-daemon"))
+    row = node_rows([fact("mps")], nodes[:1], pods, jobs)[0]
+    assert (row["mps_control_daemon"], row["ready"]) == ("ready", True)
 
 
 class StatusCluster:
