@@ -45,8 +45,8 @@ def test_mps_replicas_follow_the_control_daemon_status_shows_each_nodes_sharing(
     assert sorted(daemons) == [mps] and ready(daemons[mps])
     daemon = cluster.apps.read_namespaced_daemon_set(MPS_DAEMON, namespace).spec.template.spec
     assert daemon.service_account_name == MPS_DAEMON and daemon.host_pid is True
-    assert [c.name for c in daemon.init_containers] == ["toolkit-validation", "mps-control-daemon-mounts",
-                                                       "config-manager-init"]
+    assert [c.name for c in daemon.init_containers] == [
+        "toolkit-validation", "mps-control-daemon-mounts", "config-manager-init"]
     assert [c.name for c in daemon.containers] == ["mps-control-daemon-ctr", "config-manager"]
     assert {v.name: v.host_path.path for v in daemon.volumes if v.host_path and v.name.startswith("mps")} == {
         "mps-root": "/run/nvidia/mps", "mps-shm": "/run/nvidia/mps/shm"}

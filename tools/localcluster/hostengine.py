@@ -46,7 +46,7 @@ def problem(exporter, node_name, engines, read_service):
     target = remote(exporter["spec"]["containers"][0])
     if not target:
         return None
-    host, _, port = target.rpartition(":")
+    host, port = target.rpartition(":")[::2]
     if not port.isdigit():
         return "DCGM_REMOTE_HOSTENGINE_INFO=%s is not <host>:<port>" % target
     port = int(port)
@@ -58,7 +58,7 @@ def problem(exporter, node_name, engines, read_service):
             return refused + "no hostengine listens on the node's port %d" % port
         return None
     namespace = exporter["metadata"]["namespace"]
-    name, _, rest = host.partition(".")
+    name, rest = host.partition(".")[::2]
     if rest and rest.split(".")[0] != namespace:
         return refused + "the simulator resolves Services of the exporter's namespace %s only" % namespace
     service = read_service(namespace, name)

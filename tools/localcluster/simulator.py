@@ -324,9 +324,8 @@ def gfd_node_labels(hw, version, mig_strategy, timestamp):
 
 
 # Every label gfd_node_labels and the sharing can write: what goes when no GFD pod is Ready on the node.
-GFD_LABEL_KEYS = tuple(sharing.gfd_labels(gfd_node_labels({"gpu": {"product": "p", "memory": 1, "count": 1, "family": "f",
-                                                                  "compute": "8.0", "mig_capable": True}},
-                                                          "1.2.3", "single", "0"), sharing.NONE))
+_ANY_GPU = {"gpu": {"product": "p", "memory": 1, "count": 1, "family": "f", "compute": "8.0", "mig_capable": True}}
+GFD_LABEL_KEYS = tuple(sharing.gfd_labels(gfd_node_labels(_ANY_GPU, "1.2.3", "single", "0"), sharing.NONE))
 
 
 def _epoch(timestamp):
