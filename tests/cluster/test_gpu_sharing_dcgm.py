@@ -68,10 +68,10 @@ def test_mps_replicas_follow_the_control_daemon_status_shows_each_nodes_sharing(
         == {mps: ("mps", 4, "ready"), sliced: ("time-slicing", 3, "-"), plain: ("none", 1, "-")}
     assert any(" mps x4 " in line and mps in line for line in status["lines"])
 
-    # The control daemon's pod made unready: the MPS node withdraws its replicas, the others keep theirs.
-    cluster.apps.patch_namespaced_daemon_set(MPS_DAEMON, namespace, {"spec": {"template": {"spec": {"containers": [
-        {"name": "mps-control-daemon-ctr", "image": "nvcr.io.unreachable.example/nvidia/k8s-device-plugin:v0"}]}}}})
+    # The control daemon removed: the MPS node withdraws its replicas, the others keep theirs.
+    cluster.apps.delete_namespaced_daemon_set(MPS_DAEMON, namespace, propagation_policy="Background")
     wait_for(lambda: gpus(cluster, mps) == 0, message="the MPS node's replicas withdrawn")
+    assert not pods_by_node(cluster, namespace, MPS_DAEMON)
     assert ready(pods_by_node(cluster, namespace, "nvidia-device-plugin-daemonset")[mps])
     assert (gpus(cluster, sliced), gpus(cluster, plain)) == (6, 2)
 

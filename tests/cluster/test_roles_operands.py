@@ -344,8 +344,8 @@ def test_unpullable_operand_image_fails_fast_naming_node_and_image(cluster, name
     missing = "nvcr.io.mirror.example/nvidia/k8s-device-plugin:v0.17.4"
     result = run_roles(cluster, {"common_namespace": namespace, "common_wait_timeout": 300,
                                  "common_device_plugin_image": missing})
-    failed = failed_fast(result, "Device plugin service account, DaemonSet and configuration, then wait until each node"
-                                 " advertises its GPUs")
+    failed = failed_fast(result, "Device plugin service account, DaemonSet and configuration, the MPS control daemon, "
+                                 "then wait until each node advertises its GPUs")
     for node in (gpu0, gpu1):
         assert "node %s: pod %s/nvidia-device-plugin-daemonset-" % (node, namespace) in failed["msg"]
     assert "cannot pull image %s (ImagePullBackOff" % missing in failed["msg"]
