@@ -10,7 +10,8 @@ MODULE = "accelerators.gpu.nfd_labels"
 PRESENT = "nvidia.com/gpu.present"
 DEPLOY = "nvidia.com/gpu.deploy."
 # One per state the collection deploys: nfd_labels' default.
-OPERANDS = ("driver", "container-toolkit", "device-plugin", "dcgm-exporter", "gpu-feature-discovery", "operator-validator")
+OPERANDS = ("driver", "container-toolkit", "device-plugin", "dcgm-exporter", "gpu-feature-discovery", "dcgm",
+            "operator-validator")
 
 
 def gpu_labels(cluster, node):

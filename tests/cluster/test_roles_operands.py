@@ -269,14 +269,20 @@ def test_validator_files_set_driver_roots_and_hold_upstream_operands(cluster, na
     # An upstream operand starts where toolkit-ready is, and stays in Init where it is not.
     cluster.apps.create_namespaced_daemon_set(namespace, upstream_operand({FLEET_LABEL: spec["name"]}))
 
+    def init_waiting(pod):
+        statuses = pod.status.init_container_statuses or []
+        return statuses[0].state.waiting.message if statuses and statuses[0].state.waiting else None
+
     def started_where_the_file_is():
+        # Every pod is Pending from its creation: the bare node's counts once its init container says what it waits on.
         pods = cluster.core.list_namespaced_pod(namespace, label_selector="app=upstream-operand").items
-        found = {pod.spec.node_name: pod for pod in pods if pod.status.phase}
-        return found if len(found) == 3 and ready(found[ctr]) and ready(found[host]) else None
+        found = {pod.spec.node_name: pod for pod in pods}
+        return found if len(found) == 3 and ready(found[ctr]) and ready(found[host]) and init_waiting(found[bare]) \
+            else None
 
     waiting = wait_for(started_where_the_file_is, message="upstream operand pods")[bare]
     assert waiting.status.phase == "Pending" and not ready(waiting)
-    assert "/run/nvidia/validations/toolkit-ready" in waiting.status.init_container_statuses[0].state.waiting.message
+    assert "/run/nvidia/validations/toolkit-ready" in init_waiting(waiting)
 
 
 def test_dcgm_exporter_serves_every_node_through_its_service(cluster, namespace, make_fleet):
