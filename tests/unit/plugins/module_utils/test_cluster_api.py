@@ -53,7 +53,8 @@ class DynamicClient:
     def __init__(self, answers):
         self.answers = answers
         self.requests = []
-        self.configuration = kubernetes.client.Configuration()
+        # The host set here: the default Configuration's differs between client versions ('' in client 37).
+        self.configuration = kubernetes.client.Configuration(host='http://localhost')
 
     def request(self, method, path, body=None, serialize=True, **params):
         assert serialize is False, 'responses must stay plain JSON'
