@@ -13,7 +13,10 @@
 Each test leaves the session cluster's API server running and ready (ControlPlane.start waits for /readyz).
 """
 
+import collections
 import os
+import re
+import time
 
 import pytest
 
@@ -33,6 +36,7 @@ IN_PROGRESS = ("cordon-required", "wait-for-jobs-required", "pod-deletion-requir
                "pod-restart-required", "validation-required", "uncordon-required", "upgrade-failed")
 # The requests of the collection's own modules (nodes, pods, events, the operands' objects): kubernetes.core's tasks
 # in the roles (validation Jobs, MachineConfigPools, ClusterVersion) do not retry, so the proxy spares them.
+RETRYING = re.compile(r"FAILED - RETRYING: \[[^]]+\]: (.+?) \(\d+ retries left\)")
 MODULE_PATHS = (r"^/api/v1/(nodes|pods|namespaces/[^/]+/(pods|events|serviceaccounts|configmaps|services))"
                 r"|^/apis/apps/v1/")
 
@@ -267,8 +271,9 @@ def run_through_restarts(cluster, plane, triggers, start_run, tmp_path, observe_
                              interval=0.3, message=what)
                     if run.process.poll() is not None:
                         break
+                    away = time.monotonic()
                     plane.restart_apiserver(down_seconds=3)
-                    restarts.append(what)
+                    restarts.append("%s (away %.0f s)" % (what, time.monotonic() - away))
                     pending.pop(0)
             except BaseException:
                 run.kill()
@@ -290,6 +295,11 @@ def run_through_restarts(cluster, plane, triggers, start_run, tmp_path, observe_
         retried = [line.strip() for line in run.output.splitlines() if "the API server at" in line]
         print("run %d: %d task(s) retried through faults%s" % (
             index + 1, len(retried), "".join("\n  " + line for line in retried[:8])))
+        # The tasks with until/retries: polls, and the role's reads and pauses tried again while the API server was
+        # away.
+        tried = collections.Counter(RETRYING.findall(run.output))
+        print("  tried again (Ansible's until): %s" % (", ".join(
+            "%s x%d" % (task, count) for task, count in sorted(tried.items())) or "none"))
     bad = [(seconds, violations_fn(value)) for seconds, value in sampler.samples if value and violations_fn(value)]
     assert not bad, bad[:5]
     assert plane.running()
@@ -297,12 +307,18 @@ def run_through_restarts(cluster, plane, triggers, start_run, tmp_path, observe_
     return runs, restarts
 
 
-@pytest.mark.xfail(reason="open (issue #27): when an API server restart stops an RHCOS run mid-wave (a kubernetes.core "
-                          "task of the role does not retry), both GPU nodes were seen without a serving driver at the "
-                          "stop, over the budget of 1; not yet explained")
+# A node's reboot here outlasts an API server restart, as a real one (minutes) outlasts a kube-apiserver restart
+# (seconds). A wave's window is open for one API call; the restart mid-wave keeps it open until the API server is
+# back (the role then pauses the pool within a second): a reboot shorter than that would let the machine-config
+# operator take the next node past the budget, as the real one would. Here a restart keeps the API server away
+# for 15-20 s on a loaded machine.
+REBOOT_PAST_A_RESTART_SECONDS = 40
+
+
 def test_an_rhcos_rollout_through_two_api_server_restarts_completes_and_every_node_stays_resumable(
         cluster, plane, namespace, make_fleet, tmp_path):
-    spec, _made, pool = rhcos.upgrading(cluster, namespace, make_fleet, rhcos.two_builds(1), rhcos=RHCOS_96)
+    spec, _made, pool = rhcos.upgrading(cluster, namespace, make_fleet, rhcos.two_builds(1), rhcos=RHCOS_96,
+                                        reboot_seconds=REBOOT_PAST_A_RESTART_SECONDS)
     values = rhcos.variables(namespace, spec, pool, rhcos_upgrade_target=rhcos.TARGET, rhcos_upgrade_budget=1)
 
     def mid_wave():
