@@ -224,6 +224,33 @@ def driver_opted_out_problems(pods, nodes):
         for pod in pods if pod_node(pod) in opted_out and waits_in_init(pod)]
 
 
+def leaving_pods(daemonset, pods, nodes):
+    """The uids of a DaemonSet's pods on nodes that its nodeSelector no longer selects (nodes: Node dicts by name):
+    its controller deletes them. The old RHCOS build's driver pod on a node back on the new build crash-loops
+    until NFD relabels the node, then goes: that is not the rollout failing."""
+    wanted = ((((daemonset.get('spec') or {}).get('template') or {}).get('spec') or {}).get('nodeSelector')) or {}
+    leaving = set()
+    for pod in pods:
+        node = nodes.get(pod_node(pod))
+        labels = (_meta(node).get('labels') or {}) if node else {}
+        if node and owned_by(pod, daemonset) and any(labels.get(key) != value for key, value in wanted.items()):
+            leaving.add(_meta(pod).get('uid'))
+    return leaving
+
+
+def _without_leaving(reads, daemonset, pods):
+    """pods without those leaving_pods; the nodes are read only while one of the DaemonSet's pods has a fatal
+    problem (what would end the wait)."""
+    failing = [pod for pod in pods if owned_by(pod, daemonset) and pod_node(pod)
+               and any(problem['fatal'] for problem in pod_problems(pod))]
+    if not failing:
+        return pods
+    names = sorted(set(pod_node(pod) for pod in failing))
+    nodes = dict((_meta(node).get('name'), node) for node in reads.nodes(names, '', labels_only=True))
+    leaving = leaving_pods(daemonset, failing, nodes)
+    return [pod for pod in pods if _meta(pod).get('uid') not in leaving]
+
+
 def _driver_opted_out(reads, pods):
     """driver_opted_out_problems of pods; the nodes opted out are read only while one of them waits in Init."""
     waiting = [pod for pod in pods if waits_in_init(pod)]
@@ -489,6 +516,7 @@ def observe_daemonsets(reads, names, selector, accept_outdated=False):
         state = daemonset_state(daemonset, pods, reads.revisions(selector) if on_delete else (), accept_outdated)
         creating = state['current'] < state['desired']
         current = [p for p in pods if _meta(p).get('uid') not in state.pop('outdated_uids', ())]
+        current = _without_leaving(reads, daemonset, current)
         problems.extend(daemonset_problems(daemonset, current, state, events.get() if creating else ()))
         unready.extend(p for p in current if owned_by(p, daemonset) and not pod_is_ready(p))
         states.append(state)

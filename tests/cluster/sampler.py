@@ -38,3 +38,13 @@ class Sampler(threading.Thread):
     @property
     def values(self):
         return [value for _seconds, value in self.samples]
+
+
+def at_one_revision(first, *more):
+    """The items of several list calls as the cluster was at one moment: first() lists, and each of `more` lists at
+    exactly that list's resourceVersion (etcd's revision counts every write of every resource, so a read at it is a
+    snapshot). Read one after the other, a node could show its state before a step and the pods after it: a sample
+    that no moment of the cluster ever showed."""
+    head = first()
+    revision = head.metadata.resource_version
+    return [head.items] + [read(resource_version=revision, resource_version_match="Exact").items for read in more]

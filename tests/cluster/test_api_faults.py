@@ -25,7 +25,7 @@ import test_rhcos_upgrade_playbook as rhcos
 from gpu_fleet import FLEET_LABEL, RHCOS_96, RHCOS_416, selector
 from localcluster import apiproxy, controlplane
 from localcluster import fleet as fleets
-from sampler import Sampler
+from sampler import Sampler, at_one_revision
 from test_deploy import fleet_variables, gpu_fleet, playbook
 from test_rhcos_upgrade_playbook import UpgradeRun
 
@@ -116,10 +116,11 @@ def test_a_deploy_through_429s_503s_and_reset_connections_succeeds_and_says_what
 def observe(cluster, namespace, spec):
     """One sample of the invariants' facts: per GPU node its state label, whether it is cordoned, whether a
     (not terminating) driver pod runs on it, and whether a driver DaemonSet selects it."""
-    nodes = cluster.core.list_node(label_selector=selector(spec)).items
-    pods = [p for p in cluster.core.list_namespaced_pod(namespace, label_selector=DRIVER_SELECTOR).items
-            if not p.metadata.deletion_timestamp]
-    daemonsets = cluster.apps.list_namespaced_daemon_set(namespace, label_selector=DRIVER_SELECTOR).items
+    nodes, pods, daemonsets = at_one_revision(
+        lambda: cluster.core.list_node(label_selector=selector(spec)),
+        lambda **at: cluster.core.list_namespaced_pod(namespace, label_selector=DRIVER_SELECTOR, **at),
+        lambda **at: cluster.apps.list_namespaced_daemon_set(namespace, label_selector=DRIVER_SELECTOR, **at))
+    pods = [p for p in pods if not p.metadata.deletion_timestamp]
 
     def selected(node):
         labels = node.metadata.labels or {}
@@ -224,9 +225,11 @@ def rhcos_observe(cluster, namespace, spec):
     """One sample: per GPU node whether a Ready driver pod of its build serves it (test_rhcos_upgrade_playbook),
     whether a driver DaemonSet selects it, and whether it is cordoned while the machine-config operator is not
     moving it (desired config = current config)."""
-    served = rhcos.observe(cluster, namespace, spec)
-    nodes = cluster.core.list_node(label_selector=selector(spec)).items
-    daemonsets = cluster.apps.list_namespaced_daemon_set(namespace, label_selector=DRIVER_SELECTOR).items
+    nodes, pods, daemonsets = at_one_revision(
+        lambda: cluster.core.list_node(label_selector=selector(spec)),
+        lambda **at: cluster.core.list_namespaced_pod(namespace, label_selector=DRIVER_SELECTOR, **at),
+        lambda **at: cluster.apps.list_namespaced_daemon_set(namespace, label_selector=DRIVER_SELECTOR, **at))
+    served = rhcos.served(nodes, pods)
     unselected = sorted(node.metadata.name for node in nodes if not any(
         all((node.metadata.labels or {}).get(key) == value
             for key, value in (ds.spec.template.spec.node_selector or {}).items()) for ds in daemonsets))
@@ -315,10 +318,6 @@ def run_through_restarts(cluster, plane, triggers, start_run, tmp_path, observe_
 REBOOT_PAST_A_RESTART_SECONDS = 40
 
 
-@pytest.mark.xfail(reason="open (issue #27): passed 4 times alone, failed once beside a second pytest worker: the resume "
-                          "run stopped at 'The GPU nodes that came back run their new driver' because the node back on "
-                          "the target still ran the old build's driver pod, crash-looping until NFD relabels the node, "
-                          "and the wait took that crash loop for fatal", strict=False)
 def test_an_rhcos_rollout_through_two_api_server_restarts_completes_and_every_node_stays_resumable(
         cluster, plane, namespace, make_fleet, tmp_path):
     spec, _made, pool = rhcos.upgrading(cluster, namespace, make_fleet, rhcos.two_builds(1), rhcos=RHCOS_96,

@@ -22,13 +22,14 @@ from gpu_fleet import create_driver_service_account, driver, selector
 from localcluster import fleet as fleets
 from localcluster import mco, upgrade
 from playbook import COLLECTIONS, ROOT, play
-from sampler import Sampler
+from sampler import Sampler, at_one_revision
 
 PLAYBOOK = os.path.join(ROOT, "playbooks", "rhcos_upgrade.yml")
 TARGET, TARGET_OCP = "9.6.20260401-0", "4.21.5"
 TARGET_DAEMONSET = "nvidia-driver-daemonset-" + TARGET
 RECORD = "accelerators.gpu/rhcos-upgrade"
 DTK_RHCOS = "openshift.driver-toolkit.rhcos"
+DRIVER_SELECTOR = "app.kubernetes.io/component=nvidia-driver"
 # Simulated delays. The reboot is longer than a wave's window stays open (one API call, or until the machine-config
 # operator took a node), as real reboots (minutes) are; each wave waits for it, so it is kept no longer than that.
 REBOOT_SECONDS, NFD_LAG_SECONDS, BUILD_SECONDS = 8, 1, 3
@@ -72,7 +73,7 @@ def install_stack(cluster, namespace, spec):
         ("accelerators.gpu.driver_daemonsets", {"namespace": namespace, "label_selector": selector(spec),
                                                 "driver": driver(spec, manager=gpu_fleet.DRIVER_MANAGER)}),
         ("accelerators.gpu.operand_status", {"wait_for": "daemonsets", "namespace": namespace, "timeout": 120,
-                                             "label_selectors": ["app.kubernetes.io/component=nvidia-driver"]}),
+                                             "label_selectors": [DRIVER_SELECTOR]}),
         # Their validations are left out: the upgrade validates every node it moves, and time counts here.
         ("ansible.builtin.set_fact", {"common_namespace": namespace, "common_wait_timeout": 120,
                                       "container_toolkit_validate": False, "device_plugin_validate_workload": False}),
@@ -148,14 +149,19 @@ def record_of(node):
 
 def observe(cluster, namespace, spec):
     """One sample: per GPU node, what it runs and whether a Ready driver pod built for that build serves it."""
-    nodes = cluster.core.list_node(label_selector=selector(spec)).items
-    pods = cluster.core.list_namespaced_pod(namespace, label_selector="app.kubernetes.io/component=nvidia-driver").items
+    nodes, pods = at_one_revision(
+        lambda: cluster.core.list_node(label_selector=selector(spec)),
+        lambda **at: cluster.core.list_namespaced_pod(namespace, label_selector=DRIVER_SELECTOR, **at))
+    return served(nodes, pods)
+
+
+def served(nodes, pods):
     builds = {node.metadata.name: rhcos_of(node) for node in nodes}
-    served = {pod.spec.node_name for pod in pods if gpu_fleet.ready(pod) and
-              (pod.metadata.labels or {}).get(DTK_RHCOS) == builds.get(pod.spec.node_name)}
+    serving = {pod.spec.node_name for pod in pods if gpu_fleet.ready(pod) and
+               (pod.metadata.labels or {}).get(DTK_RHCOS) == builds.get(pod.spec.node_name)}
     return {"time": time.time(), "rhcos": builds,
             "without_driver": sorted(node.metadata.name for node in nodes
-                                     if not (is_ready(node) and node.metadata.name in served))}
+                                     if not (is_ready(node) and node.metadata.name in serving))}
 
 
 def pool_of(cluster, pool):
@@ -164,7 +170,7 @@ def pool_of(cluster, pool):
 
 def driver_daemonsets(cluster, namespace):
     return sorted(ds.metadata.name for ds in cluster.apps.list_namespaced_daemon_set(
-        namespace, label_selector="app.kubernetes.io/component=nvidia-driver").items)
+        namespace, label_selector=DRIVER_SELECTOR).items)
 
 
 def assert_all_validated(cluster, spec):

@@ -705,3 +705,30 @@ def test_on_delete_daemonset_accepting_outdated_pods_leaves_them_to_the_rollout(
     not_yet = daemonset_state(ds, [pod('a', 'n1', revision='new', ready=False), pod('b', 'n2', revision='old')],
                               revisions, accept_outdated=True)
     assert not not_yet['ready'] and not_yet['reason'] == '1 of 2 pods ready'
+
+
+def test_a_crash_loop_on_a_node_its_daemonset_no_longer_selects_is_not_a_problem_but_the_pod_is_waited_for():
+    """The old RHCOS build's driver pod on a node back on the new build: it crash-loops until NFD relabels the node,
+    then its DaemonSet's controller deletes it."""
+    ds = daemonset(desired=1, ready=1, available=1, strategy='OnDelete')
+    ds['spec']['template'] = {'spec': {'nodeSelector': {'rhcos': '9.4'}}}
+    nodes = [{'metadata': {'name': 'moved', 'labels': {'rhcos': '9.6'}}},
+             {'metadata': {'name': 'stays', 'labels': {'rhcos': '9.4'}}}]
+    leaving = crashing_pod('old', 'moved')
+    leaving['metadata']['labels'] = {'controller-revision-hash': 'h'}
+    serving = pod('a', 'stays', revision='h')
+    observation = observe_daemonsets(FakeReads(daemonsets=[ds], pods=[serving, leaving], nodes=nodes,
+                                               revisions=[revision(1, 'h')]), ['toolkit'], '')
+    assert observation.problems == []
+    assert not observation.ready  # until the controller deletes it
+    # On a node it still selects, the same crash loop ends the wait.
+    nodes[0]['metadata']['labels']['rhcos'] = '9.4'
+    observation = observe_daemonsets(FakeReads(daemonsets=[ds], pods=[serving, leaving], nodes=nodes,
+                                               revisions=[revision(1, 'h')]), ['toolkit'], '')
+    assert [(p['kind'], p['node'], p['fatal']) for p in observation.problems] == [('crash', 'moved', True)]
+    # Nodes are read only for a DaemonSet whose pods have a fatal problem.
+    class Unread(FakeReads):
+        def nodes(self, names, selector, labels_only=False):
+            raise AssertionError('nodes read')
+    observe_daemonsets(Unread(daemonsets=[ds], pods=[serving, pod('b', 'moved', ready=False, revision='h')],
+                              revisions=[revision(1, 'h')]), ['toolkit'], '')
