@@ -726,9 +726,11 @@ def test_a_crash_loop_on_a_node_its_daemonset_no_longer_selects_is_not_a_problem
     observation = observe_daemonsets(FakeReads(daemonsets=[ds], pods=[serving, leaving], nodes=nodes,
                                                revisions=[revision(1, 'h')]), ['toolkit'], '')
     assert [(p['kind'], p['node'], p['fatal']) for p in observation.problems] == [('crash', 'moved', True)]
+
     # Nodes are read only for a DaemonSet whose pods have a fatal problem.
     class Unread(FakeReads):
         def nodes(self, names, selector, labels_only=False):
             raise AssertionError('nodes read')
+
     observe_daemonsets(Unread(daemonsets=[ds], pods=[serving, pod('b', 'moved', ready=False, revision='h')],
                               revisions=[revision(1, 'h')]), ['toolkit'], '')
