@@ -54,7 +54,7 @@ def test_kubernetes_flavour_starts_on_loopback_and_stops_completely(tmp_path):
         assert info["ports"]["apiserver"] in [port for _address, port in listeners]
         client = api.client_from_kubeconfig(plane.kubeconfig)
         version = kubernetes.client.VersionApi(client).get_code()
-        assert version.git_version.startswith("v1.33.")
+        assert version.git_version.startswith("v1.34.")
         groups = [g.name for g in kubernetes.client.ApisApi(client).get_api_versions().groups]
         assert "apps" in groups
         assert not [g for g in groups if g.endswith("openshift.io")]

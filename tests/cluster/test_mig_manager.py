@@ -46,7 +46,7 @@ def test_mig_layout_applied_after_eviction_refused_without_mig_failure_named_uni
     variables = fleet_variables(namespace, spec, common_mig_strategy="mixed")
     try:
         deployed = no_warnings(playbook(cluster, "deploy", variables).succeeded())
-        # Every built-in object the roles rendered passes the API server's strict field validation (Kubernetes 1.33),
+        # Every built-in object the roles rendered passes the API server's strict field validation (Kubernetes 1.34),
         # the GFD, MIG manager and DCGM exporter ones (the console dashboard's ConfigMap) among them; a misspelt field
         # would not.
         rendered = rendered_objects(deployed)

@@ -4,11 +4,13 @@
 # Prints the binary directory on stdout; progress goes to stderr.
 set -euo pipefail
 
-K8S_VERSION="${K8S_VERSION:-v1.33.13}"
+# 1.34: Dynamic Resource Allocation GA (resource.k8s.io/v1), which the DRA stack needs. K8S_VERSION=v1.33.13 still
+# builds the previous control plane (cached beside it).
+K8S_VERSION="${K8S_VERSION:-v1.34.4}"
 KWOK_VERSION="${KWOK_VERSION:-v0.7.0}"
-# The etcd Kubernetes 1.33 ships with. Debian's 3.4 lacks the watch progress requests that let the API server answer
-# a consistent list from its watch cache, so every list would be read from etcd, decoded in full and filtered: ten
-# times the CPU of a real cluster's API server on a list of pods selected by label.
+# etcd 3.5, which Kubernetes 1.34 supports (1.33 ships with it). Debian's 3.4 lacks the watch progress requests that
+# let the API server answer a consistent list from its watch cache, so every list would be read from etcd, decoded in
+# full and filtered: ten times the CPU of a real cluster's API server on a list of pods selected by label.
 ETCD_VERSION="${ETCD_VERSION:-v3.5.21}"
 CACHE_ROOT="${ACCEL_GPU_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/accelerators-gpu}"
 BIN_DIR="$CACHE_ROOT/bin/k8s-$K8S_VERSION-kwok-$KWOK_VERSION-etcd-$ETCD_VERSION"

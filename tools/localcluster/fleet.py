@@ -342,7 +342,7 @@ def expand_groups(fleet, prefix=""):
                 "name": name, "labels": labels, "taints": group.get("taints") or [], "annotations": annotations,
                 "status": dict(status, **{
                     "nodeInfo": {"osImage": os_image, "kernelVersion": kernel, "operatingSystem": "linux",
-                                 "architecture": "amd64", "kubeletVersion": "v1.33.13",
+                                 "architecture": "amd64", "kubeletVersion": "v1.34.4",
                                  "containerRuntimeVersion": ("cri-o://1.29.8" if runtime == "cri-o"
                                                              else "containerd://1.7.22"),
                                  "machineID": hashlib.md5(name.encode()).hexdigest(),

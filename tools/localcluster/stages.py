@@ -48,8 +48,8 @@ nodeInfo:
   bootID: {{ or $nodeInfo.bootID `""` }}
   containerRuntimeVersion: {{ or $nodeInfo.containerRuntimeVersion "containerd://1.7.0" }}
   kernelVersion: {{ or $nodeInfo.kernelVersion `""` }}
-  kubeProxyVersion: {{ or $nodeInfo.kubeProxyVersion "v1.33.0" }}
-  kubeletVersion: {{ or $nodeInfo.kubeletVersion "v1.33.0" }}
+  kubeProxyVersion: {{ or $nodeInfo.kubeProxyVersion "v1.34.0" }}
+  kubeletVersion: {{ or $nodeInfo.kubeletVersion "v1.34.0" }}
   machineID: {{ or $nodeInfo.machineID `""` }}
   operatingSystem: {{ or $nodeInfo.operatingSystem "linux" }}
   osImage: {{ or $nodeInfo.osImage `""` }}
