@@ -2,16 +2,19 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Which pods of a node to evict before it goes down for an upgrade: the GPU workloads, as the GPU Operator's
 upgrade controller chooses them (k8s-operator-libs pkg/upgrade: pods requesting nvidia.com/gpu*, pods labelled
-nvidia.com/gpu-driver-upgrade-drain.skip=true left alone), and which PodDisruptionBudgets hold an eviction back.
+nvidia.com/gpu-driver-upgrade-drain.skip=true left alone), and pods using ResourceClaims allocated GPUs of the NVIDIA
+DRA driver, and which PodDisruptionBudgets hold an eviction back.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import functools
 import time
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import APIError, TaskError
+from ansible_collections.accelerators.gpu.plugins.module_utils.dra import API as RESOURCE_API, claim_key, holds_gpus, uses_any
 from ansible_collections.accelerators.gpu.plugins.module_utils.readiness import Lost
 
 SKIP_LABEL = 'nvidia.com/gpu-driver-upgrade-drain.skip'
@@ -48,17 +51,19 @@ def _owner_kinds(pod):
     return [owner.get('kind') for owner in (pod.get('metadata') or {}).get('ownerReferences') or []]
 
 
-def eviction_plan(pods, skip_label=SKIP_LABEL):
+def eviction_plan(pods, skip_label=SKIP_LABEL, gpu_claims=frozenset()):
     """The GPU workloads among a node's pods: {evict: [pod], terminating: [key], spared: [{pod, reason}]}.
 
-    Pods that have finished or request no GPU are not GPU workloads. A GPU workload is spared, with the reason,
+    Pods that have finished, or request no GPU and use no claim of gpu_claims (namespace/name of the ResourceClaims
+    allocated GPUs of the NVIDIA DRA driver, read_gpu_claims), are not GPU workloads. A GPU workload is spared, with the reason,
     when labelled skip_label=true, owned by a DaemonSet (which would put it back at once) or a static pod (the
     kubelet's own). One being deleted already is terminating: waited for, not evicted again.
     """
     plan = {'evict': [], 'terminating': [], 'spared': []}
     for pod in sorted(pods, key=pod_key):
         metadata = pod.get('metadata') or {}
-        if (pod.get('status') or {}).get('phase') in FINISHED_PHASES or not gpu_resources(pod):
+        if (pod.get('status') or {}).get('phase') in FINISHED_PHASES or not (
+                gpu_resources(pod) or uses_any(pod, gpu_claims)):
             continue
         if (metadata.get('labels') or {}).get(skip_label) == 'true':
             reason = 'labelled %s=true' % skip_label
@@ -215,11 +220,25 @@ def _evict_round(api, nodes, plan_pods, skip_label, evicted):
     return result, left
 
 
+def read_gpu_claims(api):
+    """namespace/name of every ResourceClaim allocated GPUs of the NVIDIA DRA driver; none where the API server serves
+    no resource.k8s.io/v1 (before Kubernetes 1.34)."""
+    try:
+        claims = api.list_items(RESOURCE_API + '/resourceclaims')
+    except APIError as error:
+        if error.status == 404:
+            return frozenset()
+        raise
+    return frozenset(claim_key(claim) for claim in claims if holds_gpus(claim))
+
+
 def run(module, api, clock=time.monotonic, sleep=time.sleep):
     """Evict the GPU workloads of the nodes and wait until they are gone, within the timeout; at the timeout the
-    module fails naming each pod held back and its budgets."""
+    module fails naming each pod held back and its budgets. The claims are read once: a pod placed on the nodes
+    afterwards (cordon them first) is not looked for."""
     params = module.params
-    result = evict_until_gone(api, params['nodes'], eviction_plan, params['timeout'], params['poll_interval'],
+    plan = functools.partial(eviction_plan, gpu_claims=read_gpu_claims(api))
+    result = evict_until_gone(api, params['nodes'], plan, params['timeout'], params['poll_interval'],
                               module.check_mode, clock, sleep, params['skip_label'])
     left = result.pop('left')
     result['changed'] = bool(result['evicted'])

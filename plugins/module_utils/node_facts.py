@@ -41,7 +41,12 @@ OPERANDS = (
     'dcgm',
     # The validator DaemonSet (role container_toolkit), writing the node files the operands wait on.
     'operator-validator',
+    # The NVIDIA DRA driver's kubelet plugin (role dra_driver), on the nodes in DRA mode instead of the device plugin.
+    'dra-driver',
 )
+# The two ways a node's GPUs reach workloads: one or the other on each GPU node, by its stack mode.
+DEVICE_PLUGIN = 'device-plugin'
+DRA_DRIVER = 'dra-driver'
 GFD_LABELS = {
     'gpu_count': 'nvidia.com/gpu.count',
     'gpu_product': 'nvidia.com/gpu.product',
@@ -227,7 +232,34 @@ def group_nodes(facts_list):
     return groups
 
 
-def plan_gpu_node_labels(node_facts_or_node, operands=None, present=True):
+def in_dra_mode(facts, dra_selector):
+    """Whether a node runs the DRA stack: its labels carry every label of dra_selector (an empty one: no node)."""
+    labels = facts['labels']
+    return bool(dra_selector) and all(labels.get(key) == str(value) for key, value in dra_selector.items())
+
+
+def _allocator(facts, operands, dra_selector):
+    """(the allocator operand the node's mode wants, the other one) among those deployed."""
+    if DRA_DRIVER in operands and in_dra_mode(facts, dra_selector):
+        return DRA_DRIVER, DEVICE_PLUGIN
+    return DEVICE_PLUGIN, DRA_DRIVER
+
+
+def mode_switch(node_facts_or_node, operands, dra_selector):
+    """The allocator operand a GPU node must switch to (device-plugin or dra-driver), or None: the node's mode wants
+    one while the other's deploy label is 'true'. The switch is a rollout (GPU workloads evicted first, the leaving
+    plugin last), which plan_gpu_node_labels leaves to the dra_driver role."""
+    facts = node_facts_or_node if 'labels' in node_facts_or_node else node_facts(node_facts_or_node)
+    deploy = facts['deploy_labels']
+    if not facts['gpu_present'] or deploy.get(OPERANDS_SWITCH) == 'false':
+        return None
+    wanted, other = _allocator(facts, operands, dra_selector)
+    if wanted in operands and other in operands and deploy.get(other) == 'true' and deploy.get(wanted) != 'true':
+        return wanted
+    return None
+
+
+def plan_gpu_node_labels(node_facts_or_node, operands=None, present=True, dra_selector=None):
     """Label changes for one node: {label: value to set, or None to remove}; {} means nothing to change.
 
     present=True: a GPU node gets nvidia.com/gpu.present=true and nvidia.com/gpu.deploy.<operand>=true for
@@ -243,6 +275,9 @@ def plan_gpu_node_labels(node_facts_or_node, operands=None, present=True):
     to 'true', the driver rollout's nvidia.com/gpu-driver-upgrade-state and the labels GPU feature discovery wrote
     (gfd_labels.is_gfd_label: nvidia.com/gpu.product, cuda.*, mig.capable, ...; not mig.config, an admin's).
 
+    The device plugin and the DRA kubelet plugin (dra-driver) are one or the other: a node whose labels match
+    dra_selector (in_dra_mode) gets dra-driver when it is among operands, any other gets device-plugin; a node whose
+    other one is set (other than 'false') keeps its labels (a mode switch, mode_switch(), is the dra_driver role's rollout).
     Removal (kill switch nvidia.com/gpu.deploy.operands=false, GPU gone, present=False) takes away every
     nvidia.com/gpu.deploy.* label whose value is 'true'. Other values ('false', 'pre-installed',
     'paused-for-driver-upgrade') are kept, unlike the GPU Operator, which removes all: they schedule no
@@ -281,7 +316,12 @@ def plan_gpu_node_labels(node_facts_or_node, operands=None, present=True):
         changes.update(remove_true(lambda operand: True))
         return changes
     changes.update(remove_true(lambda operand: operand in OPERANDS and operand not in operands))
+    wanted, other = _allocator(facts, operands, dra_selector)
+    # The other one holds the node while its label is set to anything but 'false' (true, or paused by the MIG manager).
+    switching = other in operands and deploy.get(other) not in (None, 'false')
     for operand in operands:
+        if operand in (DEVICE_PLUGIN, DRA_DRIVER) and (operand != wanted or switching):
+            continue
         if operand not in deploy:
             changes[DEPLOY_LABEL_PREFIX + operand] = 'true'
     return changes

@@ -13,7 +13,7 @@ import time
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import NODE_INFO, APIError, TaskError
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import (
-    NFD_PREFIX, group_nodes, node_facts, plan_gpu_node_labels)
+    NFD_PREFIX, OPERANDS, group_nodes, mode_switch, node_facts, plan_gpu_node_labels)
 from ansible_collections.accelerators.gpu.plugins.module_utils.readiness import Lost
 
 # A label patch that meets a node changed since it was read is re-planned this many times.
@@ -141,10 +141,10 @@ def _label_diff(name, labels, changes):
             'before': before, 'after': after}
 
 
-def _apply_labels(api, facts, resource_version, operands, present):
+def _apply_labels(api, facts, resource_version, operands, present, dra_selector=None):
     """Patch one node's GPU labels; returns (changes made, facts after). Re-plans when the node changed."""
     for _attempt in range(LABEL_PATCH_ATTEMPTS):
-        changes = plan_gpu_node_labels(facts, operands, present)
+        changes = plan_gpu_node_labels(facts, operands, present, dra_selector)
         if not changes:
             return changes, facts
         try:
@@ -184,11 +184,15 @@ def run(module, api):
         present = params['labels_state'] == 'present'
         for index, facts in enumerate(facts_list):
             changes, facts_list[index] = _apply_labels(
-                api, facts, versions[facts['name']], params['operands'], present)
+                api, facts, versions[facts['name']], params['operands'], present, params['dra_node_selector'])
             if changes:
                 label_changes[facts['name']] = changes
                 diffs.append(_label_diff(facts['name'], facts['labels'], changes))
     result = summary(facts_list, params['return_labels'])
+    operands = OPERANDS if params['operands'] is None else params['operands']
+    result['mode_switches'] = dict(
+        (facts['name'], target) for facts, target in
+        ((facts, mode_switch(facts, operands, params['dra_node_selector'])) for facts in facts_list) if target)
     for facts in facts_list:
         for warning in facts['warnings']:
             module.warn(warning)

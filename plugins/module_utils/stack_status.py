@@ -9,7 +9,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import NODE_FULL, POD_CELLS, POD_READINESS
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import (
+    NODE_FULL, POD_CELLS, POD_FULL, POD_READINESS, APIError)
+from ansible_collections.accelerators.gpu.plugins.module_utils.dra import (
+    API as RESOURCE_API, DRIVER as DRA_DRIVER, allocation_results, asks_for_gpus, claim_names)
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import is_managed_driver, serves
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_upgrade import FAILURE_ANNOTATION, STATE_LABEL
 from ansible_collections.accelerators.gpu.plugins.module_utils.gfd_labels import driver_version, gpu_summary
@@ -35,6 +38,10 @@ REPLICAS_LABEL = 'nvidia.com/gpu.replicas'
 # The MIG manager's labels: the layout a node asks for and how applying it went.
 MIG_CONFIG_LABEL = 'nvidia.com/mig.config'
 MIG_STATE_LABEL = 'nvidia.com/mig.config.state'
+# The DRA stack: the NVIDIA DRA driver's kubelet plugin on the nodes labelled for it instead of the device plugin; its
+# ResourceSlices (one pool per node, named after it) and the claims the scheduler allocated from them.
+DRA_PLUGIN = 'nvidia-dra-driver-kubelet-plugin'
+DRA_DEPLOY_LABEL = 'dra-driver'
 CHECK_LABEL = 'accelerators.gpu/validation'
 NODE_ANNOTATION = 'accelerators.gpu/node'
 # What the status reads in the stack's namespace.
@@ -44,9 +51,10 @@ DRIVER_DAEMONSETS_SELECTOR = MANAGED_SELECTOR + ',' + COMPONENT + '=' + DRIVER
 HEADERS = (('node', 'NODE'), ('gpus', 'GPUS'), ('product', 'PRODUCT'), ('memory', 'MEMORY MiB'), ('mig_capable', 'MIG'),
            ('os', 'RHCOS / KERNEL'), ('driver_daemonset', 'DRIVER DAEMONSET'),
            ('driver', 'DRIVER'), ('driver_upgrade', 'DRIVER UPGRADE'), ('toolkit', 'TOOLKIT'), ('device_plugin', 'DEVICE PLUGIN'),
-           ('sharing', 'SHARING'), (MPS_CONTROL_DAEMON, 'MPS DAEMON'),
+           ('sharing', 'SHARING'), (MPS_CONTROL_DAEMON, 'MPS DAEMON'), ('dra_driver', 'DRA DRIVER'),
            ('dcgm_exporter', 'DCGM EXPORTER'), ('gpu_feature_discovery', 'GFD'), ('mig_manager', 'MIG MANAGER'),
-           ('mig_config', 'MIG CONFIG'), ('allocatable', 'ALLOCATABLE'), ('validation', 'LAST VALIDATION'))
+           ('mig_config', 'MIG CONFIG'), ('allocatable', 'ALLOCATABLE'), ('dra_devices', 'DRA DEVICES'),
+           ('validation', 'LAST VALIDATION'))
 
 
 def pod_readiness(pod):
@@ -97,14 +105,53 @@ def last_validations(jobs):
     return found
 
 
-def node_rows(facts, nodes, pods, jobs, daemonsets=None, resource='nvidia.com/gpu'):
+def dra_devices(slices, claims):
+    """({node: devices its gpu.nvidia.com ResourceSlices publish}, {node: devices of them allocated to claims})."""
+    published, allocated = {}, {}
+    for resource_slice in slices:
+        spec = resource_slice.get('spec') or {}
+        if spec.get('driver') == DRA_DRIVER and spec.get('nodeName'):
+            published[spec['nodeName']] = published.get(spec['nodeName'], 0) + len(spec.get('devices') or [])
+    for claim in claims:
+        for result in allocation_results(claim):
+            if result.get('driver') == DRA_DRIVER:
+                allocated[result.get('pool')] = allocated.get(result.get('pool'), 0) + 1
+    return published, allocated
+
+
+def pending_claims(claims, pods):
+    """The claims asking for NVIDIA GPUs (dra.CLASSES) that the scheduler has not allocated, each with the pod using
+    it and why the scheduler could not place that pod (its PodScheduled condition), for people: [{claim, pod,
+    reason}]. pods: the pods of the claims' namespaces."""
+    found = []
+    for claim in claims:
+        if allocation_results(claim) or not asks_for_gpus(claim):
+            continue
+        metadata = claim.get('metadata') or {}
+        namespace = metadata.get('namespace')
+        users = [pod for pod in pods if (pod.get('metadata') or {}).get('namespace') == namespace
+                 and metadata.get('name') in claim_names(pod)]
+        pod = users[0] if users else None
+        conditions = ((pod or {}).get('status') or {}).get('conditions') or []
+        reason = next((condition.get('message') or condition.get('reason') for condition in conditions
+                       if condition.get('type') == 'PodScheduled' and condition.get('status') == 'False'), None)
+        found.append({'claim': '%s/%s' % (namespace, metadata.get('name')),
+                      'pod': '%s/%s' % (namespace, pod['metadata']['name']) if pod else None,
+                      'reason': reason or ('not scheduled yet' if pod else 'no pod uses it')})
+    return found
+
+
+def node_rows(facts, nodes, pods, jobs, daemonsets=None, resource='nvidia.com/gpu', dra=None):
     """One row a GPU node: facts are nfd_labels' nodes, nodes the Node objects, pods the stack's pods, jobs its
     validation Jobs, daemonsets the stack's driver DaemonSets (all as dicts). Columns are HEADERS' keys; an operand
     column is 'ready', why it is not, or '-'.
     product, memory (MiB) and mig_capable come from GPU feature discovery's labels, else from NFD's PCI device
     labels (gpu_info says which: 'gfd', 'pci' or None).
     without_driver_daemonset: the node is to get the stack's driver (nvidia.com/gpu.deploy.driver=true) and no driver
-    DaemonSet is for the RHCOS build or kernel it runs, as after an upgrade started outside rhcos_upgrade."""
+    DaemonSet is for the RHCOS build or kernel it runs, as after an upgrade started outside rhcos_upgrade.
+    A node labelled nvidia.com/gpu.deploy.dra-driver=true is in DRA mode (stack 'dra'): its GPUs are the devices its
+    ResourceSlices publish (dra: dra_devices()), dra_devices and dra_allocated; None on a device-plugin node."""
+    published, allocated = dra or ({}, {})
     drivers = [daemonset for daemonset in daemonsets or [] if is_managed_driver(daemonset)]
     objects = dict((node['metadata']['name'], node) for node in nodes)
     pods_by_node = {}
@@ -139,6 +186,11 @@ def node_rows(facts, nodes, pods, jobs, daemonsets=None, resource='nvidia.com/gp
         labels = metadata.get('labels') or {}
         row.update(mig_config=labels.get(MIG_CONFIG_LABEL), mig_config_state=labels.get(MIG_STATE_LABEL))
         row.update(sharing_info(labels))
+        in_dra = (fact.get('deploy_labels') or {}).get(DRA_DEPLOY_LABEL) == 'true'
+        row.update(stack='dra' if in_dra else 'device-plugin',
+                   dra_driver=pod_readiness(on_node[DRA_PLUGIN]) if DRA_PLUGIN in on_node else '-',
+                   dra_devices=published.get(name, 0) if in_dra else None,
+                   dra_allocated=allocated.get(name, 0) if in_dra else None)
         summary = gpu_summary(labels)
         row.update(product=summary['product'], memory=summary['memory'], mig_capable=summary['mig_capable'],
                    gpu_info=summary['source'], driver_version=driver_version(labels))
@@ -171,8 +223,11 @@ def not_ready_reasons(row):
     """Why the stack is not ready on a row's node, [] when it is: every operand ready (the driver may be the host's;
     GPU feature discovery and the MIG manager only where they have a pod), no driver upgrade under way or failed, a
     driver DaemonSet for the node, GPUs allocatable and every check of the last validation ok."""
+    dra = row.get('stack') == 'dra'
+    # In DRA mode the kubelet plugin stands where the device plugin does.
+    required = [column for column, _component in OPERANDS if not (dra and column == 'device_plugin')]
     reasons = ['%s %s' % (column.replace('_', ' '), 'no pod' if row[column] == '-' else row[column])
-               for column, _component in OPERANDS if row[column] not in ('ready', 'host')]
+               for column in required + (['dra_driver'] if dra else []) if row[column] not in ('ready', 'host')]
     reasons.extend('%s %s' % (column.replace('_', ' '), row[column])
                    for column, _component in OPTIONAL_OPERANDS if row[column] not in ('ready', '-'))
     if row.get('sharing') == 'mps' and row[MPS_CONTROL_DAEMON] == '-':
@@ -182,7 +237,9 @@ def not_ready_reasons(row):
         reasons.append('driver upgrade: %s%s' % (row['driver_upgrade'], ' (%s)' % failure if failure else ''))
     if row['without_driver_daemonset']:
         reasons.append('no driver DaemonSet for %s' % row['os'])
-    if row['allocatable'] <= 0:
+    if dra and not row['dra_devices']:
+        reasons.append('no GPUs published (ResourceSlice of %s)' % DRA_DRIVER)
+    if not dra and row['allocatable'] <= 0:
         reasons.append('no allocatable GPUs')
     if not row['validation']:
         reasons.append('not validated')
@@ -198,6 +255,8 @@ def _cell(row, key):
         return '-' if value is None else value if value == 'none' else '%s x%s' % (value, row['sharing_replicas'])
     if key == 'mig_config':
         return '%s (%s)' % (value, row['mig_config_state'] or 'no state') if value else '-'
+    if key == 'dra_devices':
+        return '-' if value is None else '%d (%d allocated)' % (value, row['dra_allocated'])
     if key == 'validation':
         return ' '.join('%s:%s' % item for item in value.items()) + (
             ' (%s)' % row['validated_at'] if row['validated_at'] else '') if value else '-'
@@ -216,9 +275,10 @@ def aligned(cells):
     return ['  '.join(text.ljust(width) for text, width in zip(line, widths)).rstrip() for line in cells]
 
 
-def table_lines(rows):
+def table_lines(rows, claims=()):
     """The rows as aligned text lines under a header, for people, then a line for each node that needs something
-    done: a failed driver upgrade with its cause, no driver DaemonSet for what the node runs."""
+    done: a failed driver upgrade with its cause, no driver DaemonSet for what the node runs; then a line for each
+    GPU claim the scheduler could not allocate (pending_claims()), with its reason."""
     lines = aligned([[title for _key, title in HEADERS]] + [row_cells(row) for row in rows])
     for row in rows:
         if row.get('driver_upgrade_failure'):
@@ -226,6 +286,9 @@ def table_lines(rows):
         if row.get('without_driver_daemonset'):
             lines.append('%s: no driver DaemonSet is for %s, which it runs (an upgrade outside '
                          'accelerators.gpu.rhcos_upgrade?): run accelerators.gpu.reconcile' % (row['node'], row['os']))
+    for claim in claims:
+        lines.append('claim %s%s pending: %s' % (claim['claim'], ' of pod %s' % claim['pod'] if claim['pod'] else '',
+                                                 claim['reason']))
     return lines
 
 
@@ -271,7 +334,8 @@ def operand_pod_reads(daemonsets):
     name is the app label) as Table cells, which carry no labels, and then the driver pods of no DaemonSet read (left
     by one deleted with its dependents orphaned, or being deleted), in the view with their labels: few or none."""
     reads = [(MANAGED_SELECTOR + ',' + COMPONENT + '=' + component, POD_CELLS, {COMPONENT: component})
-             for _column, component in OPERANDS + OPTIONAL_OPERANDS if component != DRIVER]
+             for _column, component in OPERANDS + OPTIONAL_OPERANDS + (('dra_driver', DRA_PLUGIN),)
+             if component != DRIVER]
     names = []
     for daemonset in sorted(daemonsets, key=lambda daemonset: daemonset['metadata']['name']):
         names.append(daemonset['metadata']['name'])
@@ -304,13 +368,32 @@ def read_operand_pods(api, namespace, daemonsets):
                          for selector, view, labels in operand_pod_reads(daemonsets))
 
 
+def read_dra(api):
+    """(the gpu.nvidia.com ResourceSlices, every ResourceClaim, the pods of the claims not allocated), or None where
+    the API server serves no resource.k8s.io/v1 (before Kubernetes 1.34)."""
+    try:
+        slices = api.list_items(RESOURCE_API + '/resourceslices', field_selector='spec.driver=' + DRA_DRIVER)
+    except APIError as error:
+        if error.status == 404:
+            return None
+        raise
+    claims = api.list_items(RESOURCE_API + '/resourceclaims')
+    waiting = sorted(set((claim.get('metadata') or {}).get('namespace') for claim in claims
+                         if not allocation_results(claim) and asks_for_gpus(claim)))
+    pods = [pod for namespace in waiting for pod in api.list_pods(namespace, view=POD_FULL)]
+    return slices, claims, pods
+
+
 def run(module, api):
     params = module.params
     facts, nodes, warnings = read_gpu_nodes(api, params['label_selector'])
     daemonsets = api.list_daemonsets(params['namespace'], DRIVER_DAEMONSETS_SELECTOR)
-    rows = node_rows(facts, nodes, read_operand_pods(api, params['namespace'], daemonsets),
-                     api.list_jobs(params['namespace'], VALIDATION_SELECTOR), daemonsets)
+    pods = read_operand_pods(api, params['namespace'], daemonsets)
+    dra = read_dra(api)
+    rows = node_rows(facts, nodes, pods, api.list_jobs(params['namespace'], VALIDATION_SELECTOR), daemonsets,
+                     dra=dra_devices(dra[0], dra[1]) if dra else None)
+    claims = pending_claims(dra[1], dra[2]) if dra else []
     for warning in warnings:
         module.warn(warning)
     return {'changed': False, 'nodes': rows, 'ready': bool(rows) and all(row['ready'] for row in rows),
-            'lines': table_lines(rows) + [verdict(rows)]}
+            'pending_claims': claims, 'lines': table_lines(rows, claims) + [verdict(rows)]}

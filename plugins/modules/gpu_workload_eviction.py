@@ -14,7 +14,8 @@ author: accelerators.gpu developers (@accelerators-gpu)
 description:
   - Before nodes go down (an upgrade, a reboot), evicts their GPU workloads as the GPU Operator's upgrade controller
     chooses them - the pods of which any container or init container requests or limits an C(nvidia.com/gpu*) or
-    C(nvidia.com/mig-*) resource - and waits until they are gone.
+    C(nvidia.com/mig-*) resource - and the pods using a ResourceClaim the scheduler allocated GPUs of the NVIDIA DRA
+    driver (C(gpu.nvidia.com)), and waits until they are gone.
   - Evictions go through the C(policy/v1) Eviction API, so PodDisruptionBudgets hold; an eviction refused with 429
     is tried again every I(poll_interval); at I(timeout) the module fails naming each pod held back and the budgets
     that select it, and the pods still terminating.

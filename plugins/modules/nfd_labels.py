@@ -106,9 +106,20 @@ options:
       - Operands whose C(nvidia.com/gpu.deploy.<operand>) label is set (the states deployed); see O(labels_state) for
         V(absent).
       - Omitted, with V(present), every operand the collection deploys (C(driver), C(container-toolkit),
-        C(device-plugin), C(dcgm-exporter), C(gpu-feature-discovery), C(operator-validator), C(dcgm)).
+        C(device-plugin), C(dcgm-exporter), C(gpu-feature-discovery), C(operator-validator), C(dcgm), C(dra-driver)).
+      - C(device-plugin) and C(dra-driver) (the NVIDIA DRA driver's kubelet plugin) are one or the other on a node,
+        by O(dra_node_selector).
     type: list
     elements: str
+  dra_node_selector:
+    description:
+      - Labels (all must match) of the GPU nodes in DRA mode. With I(manage_labels), a GPU node labelled for
+        neither gets C(nvidia.com/gpu.deploy.dra-driver=true) when it matches (and C(dra-driver) is among
+        O(operands)), C(nvidia.com/gpu.deploy.device-plugin=true) otherwise.
+      - A node labelled for one whose mode now wants the other keeps its labels; it is returned in RV(mode_switches),
+        for a switch that evicts its GPU workloads first (role C(dra_driver)).
+    type: dict
+    default: {}
 attributes:
   check_mode:
     description: Label patches are sent as server-side dry runs, so the API server validates them and stores nothing.
@@ -148,6 +159,13 @@ EXAMPLES = r'''
 '''
 
 RETURN = r'''
+mode_switches:
+  description:
+    - GPU nodes whose stack mode (O(dra_node_selector)) wants the other of C(device-plugin) and C(dra-driver) than the
+      one they are labelled for, by name, with the operand to switch to.
+  returned: always
+  type: dict
+  sample: {gpu-node-3: dra-driver}
 nodes:
   description: Facts of each selected node, sorted by name.
   returned: always
@@ -290,6 +308,7 @@ def main():
         labels_state=dict(type='str', choices=['present', 'absent'], default='present'),
         return_labels=dict(type='bool', default=False),
         operands=dict(type='list', elements='str'),
+        dra_node_selector=dict(type='dict', default={}),
     ), run)
 
 

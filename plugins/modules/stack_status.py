@@ -21,6 +21,10 @@ description:
     allocatable and capacity, which no smaller view carries; the pods as Table cells only (name, node, readiness,
     no metadata), read per operand component and per driver DaemonSet, whose label selectors say what the pods are;
     driver pods of no driver DaemonSet (left by one deleted) as a Table with their labels.
+  - Where the API server serves C(resource.k8s.io/v1) (Kubernetes 1.34), also reads the ResourceSlices of
+    C(gpu.nvidia.com) and every ResourceClaim; a node in DRA mode (C(nvidia.com/gpu.deploy.dra-driver=true)) shows the
+    devices its slices publish and how many of them claims were allocated, and RV(pending_claims) the claims of the
+    classes C(gpu.nvidia.com) and C(mig.nvidia.com) the scheduler could not allocate, with the reason it gave their pod.
   - Warns, per node, as M(accelerators.gpu.nfd_labels) does (GPU nodes without NFD labels, stale labels...).
   - Never changes anything. Every result carries I(api_requests), the API requests sent, by HTTP verb, and
     I(api_response_bytes), the bytes of the answers.
@@ -103,6 +107,18 @@ nodes:
     device_plugin:
       description: Readiness of the device plugin pod, as for RV(nodes[].driver).
       type: str
+    dra_driver:
+      description: Readiness of the NVIDIA DRA driver's kubelet plugin pod, as for RV(nodes[].driver).
+      type: str
+    stack:
+      description: V(dra) for a node in DRA mode (C(nvidia.com/gpu.deploy.dra-driver=true)), else V(device-plugin).
+      type: str
+    dra_devices:
+      description: In DRA mode, the devices the node's C(gpu.nvidia.com) ResourceSlices publish; null otherwise.
+      type: int
+    dra_allocated:
+      description: In DRA mode, how many of them the scheduler allocated to claims; null otherwise.
+      type: int
     dcgm_exporter:
       description: Readiness of the DCGM exporter pod, as for RV(nodes[].driver).
       type: str
@@ -155,18 +171,35 @@ nodes:
       type: bool
     ready:
       description: Every operand ready (GPU feature discovery, the MIG manager and the MPS control daemon only where
-        they have a pod; a node sharing through MPS needs its daemon's pod), no
-        driver upgrade under way or failed, a driver DaemonSet for the node, GPUs allocatable and every check of the
-        last validation C(ok).
+        they have a pod; a node sharing through MPS needs its daemon's pod; in DRA mode the kubelet plugin instead of
+        the device plugin), no driver upgrade under way or failed, a driver DaemonSet for the node, GPUs allocatable
+        (in DRA mode, published) and every check of the last validation C(ok).
       type: bool
 ready:
   description: Whether there is a GPU node and the stack is ready on every one.
   returned: always
   type: bool
+pending_claims:
+  description: The ResourceClaims of NVIDIA GPUs the scheduler has not allocated.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    claim:
+      description: Namespace and name of the claim.
+      type: str
+    pod:
+      description: Namespace and name of a pod using it, or null.
+      type: str
+    reason:
+      description: Why the scheduler could not place that pod (its C(PodScheduled) condition), as it says it.
+      type: str
+  sample: [{claim: ml/train-gpu-x7k2p, pod: ml/train, reason: "0/3 nodes are available: 3 cannot allocate all claims."}]
 lines:
   description:
     - The rows as text aligned under a header, a line for each node whose driver upgrade failed (with the cause)
-      and each node no driver DaemonSet serves, then whether the stack is ready on every GPU node.
+      and each node no driver DaemonSet serves, a line for each of RV(pending_claims), then whether the stack is
+      ready on every GPU node.
   returned: always
   type: list
   elements: str

@@ -157,4 +157,28 @@ def object_names(client):
                  kubernetes.client.ApiextensionsV1Api(client).list_custom_resource_definition().items],
         "runtimeclasses": [r.metadata.name for r in kubernetes.client.NodeV1Api(client).list_runtime_class().items],
     }
+    # Read by path: the kubernetes client of requirements.txt has no resource.k8s.io/v1 models.
+    for kind, path in DRA_KINDS:
+        found[kind] = [(item["metadata"].get("namespace"), item["metadata"]["name"]) if item["metadata"].get("namespace")
+                       else item["metadata"]["name"] for item in _items(client, path)]
     return {kind: sorted(names) for kind, names in found.items()}
+
+
+# What the DRA stack creates (role dra_driver, the simulated kubelet plugins): by path, for object_names().
+DRA_KINDS = (("deviceclasses", "/apis/resource.k8s.io/v1/deviceclasses"),
+             ("resourceslices", "/apis/resource.k8s.io/v1/resourceslices"),
+             ("resourceclaimtemplates", "/apis/resource.k8s.io/v1/resourceclaimtemplates"),
+             ("validatingadmissionpolicies", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"),
+             ("validatingadmissionpolicybindings",
+              "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"))
+
+
+def _items(client, path):
+    """The items of the list at path; none where the API server does not serve it (resource.k8s.io/v1 before 1.34)."""
+    try:
+        return client.call_api(path, "GET", response_type="object", _return_http_data_only=True,
+                               auth_settings=["BearerToken"])["items"]
+    except ApiException as error:
+        if error.status == 404:
+            return []
+        raise

@@ -26,9 +26,13 @@
   MIG-capable GPUs once no pod holds the node's GPUs (pending until then), failed for a GPU without MIG, an unknown
   layout or the fault `mig_reconfig_fails`. The node then advertises the layout's devices under the device plugin's
   MIG_STRATEGY (mixed: nvidia.com/mig-<profile>; single: nvidia.com/gpu per MIG device).
+- The NVIDIA DRA driver's kubelet plugin (dra.py): a kubelet plugin pod is Ready once driver and toolkit are; while it
+  is, its node has a ResourceSlice of gpu.nvidia.com with the node's GPUs (or MIG devices), written with the plugin pod's
+  own service account token. The real kube-scheduler allocates claims from it.
 - Kernel modules: once a driver loaded on a node, they stay loaded until the node boots again (its bootID changes).
   A driver pod that is not yet Ready cannot then load its driver while pods still hold the node's GPUs (running pods
-  requesting nvidia.com/gpu* or nvidia.com/mig-*): it crash-loops, "module nvidia is in use", until they are gone.
+  requesting nvidia.com/gpu* or nvidia.com/mig-*, or holding claims allocated GPUs of gpu.nvidia.com): it crash-loops,
+  "module nvidia is in use", until they are gone.
   After a boot nothing is loaded, so the first driver loads whatever pods are bound there. The k8s-driver-manager init
   container's own eviction of those pods is not played: the rollout must evict them first.
 - GPUDirect RDMA (gpudirect.py): a driver pod's nvidia-peermem-ctr crash-loops, naming what is missing, on a node
@@ -64,7 +68,7 @@ import urllib3
 from kubernetes.client.rest import ApiException
 
 from .fleet import HARDWARE_ANNOTATION, MCO_API, REGISTRY_CONFIGMAP
-from . import gpudirect, hostengine, mig, sharing
+from . import dra, gpudirect, hostengine, mig, sharing
 from .kernel import KernelReboots
 from .mco import MachineConfigOperator
 from .stages import REBOOTING_ANNOTATION
@@ -79,7 +83,7 @@ DRIVER, TOOLKIT, DEVICE_PLUGIN, DCGM_EXPORTER, VALIDATION, NFD_WORKER, GFD, VALI
 MIG_CLIENTS = (DEVICE_PLUGIN, GFD, DCGM_EXPORTER)
 # What each operand waits for on its node before it can become Ready.
 DEPENDS_ON = {TOOLKIT: (DRIVER,), DEVICE_PLUGIN: (DRIVER, TOOLKIT), DCGM_EXPORTER: (DRIVER, TOOLKIT),
-              GFD: (DRIVER, TOOLKIT), mig.MIG_MANAGER: (DRIVER, TOOLKIT),
+              GFD: (DRIVER, TOOLKIT), mig.MIG_MANAGER: (DRIVER, TOOLKIT), dra.KUBELET_PLUGIN: (DRIVER, TOOLKIT),
               sharing.MPS_CONTROL_DAEMON: (DRIVER, TOOLKIT), hostengine.HOSTENGINE: (DRIVER, TOOLKIT)}
 # The CUDA version each driver branch brings (nvidia.com/cuda.runtime.*).
 CUDA_OF_BRANCH = {"535": (12, 2), "550": (12, 4), "560": (12, 6), "565": (12, 7), "570": (12, 8), "575": (12, 9),
@@ -276,8 +280,9 @@ def container_problem(pod, node_name, hw, files):
                                                         for name in missing)))
     kind = component(pod)
     main = pod["spec"]["containers"][0]
-    # The toolkit configures the runtime from the driver root; the device plugin reads it for CDI specs.
-    if kind == TOOLKIT or (kind == DEVICE_PLUGIN and container_env(main, "CDI_ENABLED") == "true"):
+    # The toolkit configures the runtime from the driver root; the device plugin reads it for CDI specs, and so does
+    # the DRA kubelet plugin, which gives containers their GPUs through CDI only.
+    if kind in (TOOLKIT, dra.KUBELET_PLUGIN) or (kind == DEVICE_PLUGIN and container_env(main, "CDI_ENABLED") == "true"):
         actual = validations.driver_root(pod, main, files)
         wanted = validations.node_driver_root(hw.get("host_driver"))
         if actual != wanted:
@@ -426,6 +431,7 @@ class Simulator:
         self.reconciled = set()  # (uid, generation) of operator resources already acted on
         self.mco = None
         self.kernel_reboots = KernelReboots(self)
+        self.dra = dra.KubeletPlugin(self)
 
     # -- watching ------------------------------------------------------------------------------
     def informer(self, name, list_fn, key_fn, store, **kwargs):
@@ -480,23 +486,34 @@ class Simulator:
         if self._has_api(*MCO_API):
             self.mco = MachineConfigOperator(self)
             self.mco.start()
+        self.dra.start()
 
     def _has_api(self, group, version):
         """Whether a CRD serves group/version, read from the CRDs themselves: the API server's discovery of a CRD
-        lags behind it after a start, and the simulator may start while the API server restarts. Asked again
-        until the API server answers."""
+        lags behind it after a start."""
+        crds = self._asked("CRDs", lambda: kubernetes.client.ApiextensionsV1Api(self.client)
+                           .list_custom_resource_definition().items)
+        return any(crd.spec.group == group and any(v.name == version and v.served for v in crd.spec.versions)
+                   for crd in crds)
+
+    def serves(self, group, version):
+        """Whether the API server serves a built-in group/version (resource.k8s.io/v1 from Kubernetes 1.34 on): its
+        discovery, which has the built-in groups from the start."""
+        groups = self._asked("API groups", lambda: kubernetes.client.ApisApi(self.client).get_api_versions().groups)
+        return any(g.name == group and version in [v.version for v in g.versions] for g in groups)
+
+    @staticmethod
+    def _asked(what, read):
+        """read()'s answer, asked again until the API server answers: the simulator may start while it restarts."""
         deadline = time.monotonic() + 300
         while True:
             try:
-                crds = kubernetes.client.ApiextensionsV1Api(self.client).list_custom_resource_definition().items
-                break
+                return read()
             except (ApiException, urllib3.exceptions.HTTPError) as error:
                 if time.monotonic() > deadline or getattr(error, "status", None) in (401, 403, 404):
                     raise
-                LOG.warning("CRDs: %s; asking again", getattr(error, "reason", None) or error)
+                LOG.warning("%s: %s; asking again", what, getattr(error, "reason", None) or error)
                 time.sleep(1)
-        return any(crd.spec.group == group and any(v.name == version and v.served for v in crd.spec.versions)
-                   for crd in crds)
 
     def _lister(self, group, version, plural):
         def list_all(**kwargs):
@@ -532,6 +549,13 @@ class Simulator:
                     dirty_operators = True
                 elif name == "nodes":
                     dirty_nodes.add(obj["metadata"]["name"])
+                elif name == "resourceclaims":
+                    # A claim allocated or released: the nodes of its pods hold GPUs, or no longer.
+                    dirty_nodes.update(self.dra.nodes_of_claim(obj))
+                elif name == "resourceslices":
+                    # A slice changed or went by someone else's hand: its node's plugin publishes it again.
+                    if obj["spec"].get("nodeName"):
+                        dirty_nodes.add(obj["spec"]["nodeName"])
                 elif name == "pods" and obj["spec"].get("nodeName"):
                     dirty_nodes.add(obj["spec"]["nodeName"])
                     # An operator acts once its own pod is ready.
@@ -591,7 +615,7 @@ class Simulator:
         # Operands in dependency order, so that one pass settles a node (the validator's last check, plugin, passes
         # on the next one).
         order = {DRIVER: 0, TOOLKIT: 1, VALIDATOR: 1.5, sharing.MPS_CONTROL_DAEMON: 1.8, hostengine.HOSTENGINE: 1.8,
-                 DEVICE_PLUGIN: 2, DCGM_EXPORTER: 2, GFD: 2, mig.MIG_MANAGER: 2}
+                 DEVICE_PLUGIN: 2, DCGM_EXPORTER: 2, GFD: 2, mig.MIG_MANAGER: 2, dra.KUBELET_PLUGIN: 2}
         pods.sort(key=lambda p: order.get(component(p), 3))
         hw = hardware(node)
         # A pre-installed driver is there from the start.
@@ -601,7 +625,7 @@ class Simulator:
         # Why the GPUDirect modules of the node's driver pod are not loaded (gpudirect.py), once it has run.
         driver_modules = None
         # Pods can hold modules only if a driver loaded them since the node booted.
-        holders = [pod for pod in pods if holds_gpus(pod)] if self.modules_loaded.get(node_name) == boot else []
+        holders = [pod for pod in pods if self.holds_gpus(pod)] if self.modules_loaded.get(node_name) == boot else []
         for pod in pods:
             if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                 continue
@@ -645,6 +669,7 @@ class Simulator:
         self.reconcile_mig(node, ready, pods)
         self.reconcile_node_status(node, ready, pods)
         self.reconcile_gfd_labels(node, ready, pods)
+        self.reconcile_resource_slice(node, ready, pods)
         self.publish_validation_files(node, files)
 
     def validation_files(self, node_name, boot, pods):
@@ -688,7 +713,7 @@ class Simulator:
                 raise
             text = None
         holders = ["%s/%s" % (p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods
-                   if holds_gpus(p) or component(p) in MIG_CLIENTS]
+                   if self.holds_gpus(p) or component(p) in MIG_CLIENTS]
         state, layout, message = mig.outcome(hw, wanted, text, applied, holders)
         # A change stops the GPU clients first; the layout waits for their pods to go. Once done, they restart.
         patch = mig.pause_labels(labels) if layout != applied or state == "pending" else {}
@@ -705,6 +730,26 @@ class Simulator:
         if state != "pending":
             self.mig_decided[name] = (wanted, state)
 
+    def holds_gpus(self, pod):
+        """A pod that keeps the node's GPUs: by its resource requests, or by its claims allocated from gpu.nvidia.com."""
+        return holds_gpus(pod) or self.dra.holds_gpus(pod)
+
+    def driver_version_of(self, node, pods):
+        """The version of the node's driver: its Ready driver pod's image tag, else the host's."""
+        driver = self.ready_pod(pods, DRIVER)
+        return driver_version(driver["spec"]["containers"][0]["image"]) if driver \
+            else hardware(node).get("host_driver") or driver_version("")
+
+    def reconcile_resource_slice(self, node, ready, pods):
+        """The DRA kubelet plugin's ResourceSlice while its pod is Ready on the node (dra.py)."""
+        plugin = self.ready_pod(pods, dra.KUBELET_PLUGIN) if dra.KUBELET_PLUGIN in ready and DRIVER in ready else None
+        if plugin is None and not self.dra.node_slices(node["metadata"]["name"]):
+            return
+        hw = hardware(node)
+        version = self.driver_version_of(node, pods)
+        self.dra.reconcile(node, hw, plugin, version, "%d.%d" % CUDA_OF_BRANCH.get(version.split(".")[0], (12, 0)),
+                           self.mig_layouts.get(node["metadata"]["name"]) or mig.disabled(hw))
+
     def reconcile_gfd_labels(self, node, ready, pods):
         """GFD's labels while a GFD pod is Ready on the node (with the driver version of its Ready driver pod); none
         otherwise."""
@@ -713,10 +758,8 @@ class Simulator:
         # The watch thread forgets a deleted pod meanwhile: GFD in ready, its pod may be gone by now.
         gfd = self.ready_pod(pods, GFD) if GFD in ready else None
         if gfd:
-            driver = self.ready_pod(pods, DRIVER)
             hw = hardware(node)
-            version = driver_version(driver["spec"]["containers"][0]["image"]) if driver \
-                else hw.get("host_driver") or driver_version("")
+            version = self.driver_version_of(node, pods)
             wanted = sharing.gfd_labels(gfd_node_labels(hw, version,
                                                         container_env(gfd["spec"]["containers"][0], "MIG_STRATEGY")
                                                         or "none",

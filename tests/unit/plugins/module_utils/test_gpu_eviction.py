@@ -88,11 +88,18 @@ def test_blocking_budgets_are_those_selecting_the_pod_in_its_namespace():
 class EvictionCluster(Deadlines):
     """Pods, budgets, and evictions answered as the API server would: 429 while refuse[pod] > 0."""
 
-    def __init__(self, pods, budgets=(), refuse=None):
+    def __init__(self, pods, budgets=(), refuse=None, claims=None):
         self.pods = dict(('%s/%s' % (p['metadata']['namespace'], p['metadata']['name']), p) for p in pods)
         self.budgets = list(budgets)
         self.refuse = dict(refuse or {})
         self.evictions = []
+        # ResourceClaims; None: a server without resource.k8s.io/v1.
+        self.claims = claims
+
+    def list_items(self, path, label_selector=None, field_selector=None):
+        if self.claims is None:
+            raise APIError('GET', path, 404, 'the server could not find the requested resource')
+        return self.claims
 
     def list_node_pods(self, node):
         return [p for key, p in sorted(self.pods.items()) if p['spec']['nodeName'] == node]
@@ -186,3 +193,22 @@ def test_evictions_go_on_through_a_lost_api_server_and_say_so_at_the_timeout():
     with pytest.raises(TaskError, match=r'^GPU workloads of gpu-1 not gone within 3 s: unknown; the API server was '
                                         r'unreachable for 3 s of the wait \(last: GET /api/v1/pods: cannot reach'):
         run(FakeModule(params(timeout=3)), cluster, clock=clock, sleep=clock.sleep)
+
+
+def allocated_claim(name, driver):
+    return {'metadata': {'name': name, 'namespace': 'ml'}, 'status': {'allocation': {'devices': {'results': [
+        {'request': 'gpu', 'driver': driver, 'pool': 'gpu-1', 'device': 'gpu-0'}]}}}}
+
+
+def test_pods_holding_claims_of_nvidia_gpus_are_gpu_workloads_and_others_are_not():
+    trainer = pod('trainer')
+    trainer['spec']['resourceClaims'] = [{'name': 'gpu', 'resourceClaimTemplateName': 'one-gpu'}]
+    trainer['status']['resourceClaimStatuses'] = [{'name': 'gpu', 'resourceClaimName': 'trainer-gpu-x'}]
+    nic_user = pod('nic-user')
+    nic_user['spec']['resourceClaims'] = [{'name': 'nic', 'resourceClaimName': 'a-nic'}]
+    cluster = EvictionCluster([trainer, nic_user, pod('web')], claims=[
+        allocated_claim('trainer-gpu-x', 'gpu.nvidia.com'), allocated_claim('a-nic', 'nic.example.com')])
+    result = run(FakeModule(params()), cluster, clock=Clock(), sleep=lambda seconds: None)
+    assert (result['evicted'], cluster.evictions) == (['ml/trainer'], ['ml/trainer'])
+    assert eviction_plan([trainer], gpu_claims=frozenset(['ml/trainer-gpu-x']))['evict'] == [trainer]
+    assert eviction_plan([trainer])['evict'] == []

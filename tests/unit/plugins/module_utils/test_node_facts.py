@@ -4,7 +4,7 @@
 import pytest
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import (
-    GPU_PRESENT_LABEL, OPERANDS, group_nodes, is_valid_label_value, node_facts, parse_rhcos_version,
+    GPU_PRESENT_LABEL, OPERANDS, group_nodes, mode_switch, is_valid_label_value, node_facts, parse_rhcos_version,
     plan_gpu_node_labels, sanitize_label_value)
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.nodes import (
     KERNEL, NFD, OSTREE, RHCOS_416, RHCOS_418, apply_label_changes, layered_rhcos_node, make_node, rhcos_node,
@@ -189,7 +189,8 @@ def test_group_nodes_mixed_cluster_mid_upgrade():
 
 
 def _deploy_all(value='true'):
-    return dict((DEPLOY + operand, value) for operand in OPERANDS)
+    """The deploy labels of a GPU node in device-plugin mode: every operand's but the DRA kubelet plugin's."""
+    return dict((DEPLOY + operand, value) for operand in OPERANDS if operand != 'dra-driver')
 
 
 def test_label_plan_for_new_gpu_node():
@@ -241,7 +242,7 @@ def test_kill_switch_removes_only_true_deploy_labels():
     extra.update({GPU_PRESENT_LABEL: 'true', DEPLOY + 'operands': 'false', DEPLOY + 'driver': 'pre-installed',
                   DEPLOY + 'mig-manager': 'true'})
     changes = plan_gpu_node_labels(rhcos_node('w1', extra=extra), OPERANDS)
-    expected = dict((DEPLOY + op, None) for op in OPERANDS if op != 'driver')
+    expected = dict((DEPLOY + op, None) for op in OPERANDS if op not in ('driver', 'dra-driver'))
     expected[DEPLOY + 'mig-manager'] = None
     assert changes == expected
 
@@ -251,7 +252,7 @@ def test_node_that_lost_its_gpu_gets_present_false():
     extra[GPU_PRESENT_LABEL] = 'true'
     extra[DEPLOY + 'driver'] = 'false'
     changes = plan_gpu_node_labels(rhcos_node('w1', gpu=False, extra=extra), OPERANDS)
-    expected = dict((DEPLOY + op, None) for op in OPERANDS if op != 'driver')
+    expected = dict((DEPLOY + op, None) for op in OPERANDS if op not in ('driver', 'dra-driver'))
     expected[GPU_PRESENT_LABEL] = 'false'
     assert changes == expected
 
@@ -270,7 +271,7 @@ def test_absent_removes_managed_labels_and_keeps_admin_values():
     extra.update({GPU_PRESENT_LABEL: 'true', DEPLOY + 'driver': 'pre-installed',
                   'nvidia.com/gpu-driver-upgrade-state': 'upgrade-done'})
     changes = plan_gpu_node_labels(rhcos_node('w1', extra=extra), present=False)
-    expected = dict((DEPLOY + op, None) for op in OPERANDS if op != 'driver')
+    expected = dict((DEPLOY + op, None) for op in OPERANDS if op not in ('driver', 'dra-driver'))
     expected[GPU_PRESENT_LABEL] = None
     expected['nvidia.com/gpu-driver-upgrade-state'] = None
     assert changes == expected
@@ -301,3 +302,35 @@ def test_absent_removes_the_labels_gfd_wrote_and_only_those():
     changes = plan_gpu_node_labels(node, present=False)
     assert changes == dict((key, None) for key in gfd)
     assert plan_gpu_node_labels(apply_label_changes(node, changes), present=False) == {}
+
+
+DRA = {'nvidia.com/gpu.stack': 'dra'}
+
+
+def test_a_new_gpu_node_gets_the_allocator_of_its_mode():
+    dra_node = rhcos_node('w1', extra=DRA)
+    changes = plan_gpu_node_labels(dra_node, OPERANDS, dra_selector=DRA)
+    assert changes[DEPLOY + 'dra-driver'] == 'true' and DEPLOY + 'device-plugin' not in changes
+    changes = plan_gpu_node_labels(rhcos_node('w2'), OPERANDS, dra_selector=DRA)
+    assert changes[DEPLOY + 'device-plugin'] == 'true' and DEPLOY + 'dra-driver' not in changes
+    # Without dra-driver among the operands deployed, a node matching the selector gets the device plugin.
+    without = [operand for operand in OPERANDS if operand != 'dra-driver']
+    assert plan_gpu_node_labels(dra_node, without, dra_selector=DRA)[DEPLOY + 'device-plugin'] == 'true'
+    assert mode_switch(dra_node, OPERANDS, DRA) is None
+
+
+@pytest.mark.parametrize('labelled, selector, target', [
+    ({'device-plugin': 'true'}, DRA, 'dra-driver'),
+    ({'dra-driver': 'true'}, {}, 'device-plugin'),
+    ({'device-plugin': 'paused-for-mig-change'}, DRA, None),
+    ({'device-plugin': 'true', 'operands': 'false'}, DRA, None),
+])
+def test_a_node_changing_mode_is_left_to_the_switch(labelled, selector, target):
+    """The label plan never flips a node's allocator: the switch (workloads evicted first) does."""
+    extra = dict(DRA, **{GPU_PRESENT_LABEL: 'true'})
+    extra.update((DEPLOY + operand, value) for operand, value in labelled.items())
+    node = rhcos_node('w1', extra=extra)
+    changes = plan_gpu_node_labels(node, OPERANDS, dra_selector=selector)
+    assert not [key for key, value in changes.items()
+                if key in (DEPLOY + 'device-plugin', DEPLOY + 'dra-driver') and value is not None]
+    assert mode_switch(node, OPERANDS, selector) == target

@@ -19,7 +19,7 @@ PRESENT = 'nvidia.com/gpu.present'
 def params(**overrides):
     base = {'label_selector': None, 'page_size': 500, 'wait': False, 'wait_timeout': 300, 'wait_sleep': 5,
             'min_gpu_nodes': 0, 'manage_labels': False, 'labels_state': 'present', 'operands': None,
-            'return_labels': False}
+            'return_labels': False, 'dra_node_selector': {}}
     base.update(overrides)
     return base
 
@@ -128,7 +128,9 @@ def test_labels_are_managed_once_and_an_opt_out_made_meanwhile_is_honoured():
     cluster.before_patch = admin_opts_w2_out
     module = FakeModule(params(manage_labels=True), diff=True)
     result = run(module, cluster)
-    everything = dict([(PRESENT, 'true')] + [('nvidia.com/gpu.deploy.' + op, 'true') for op in OPERANDS])
+    # A node in device-plugin mode (no DRA selector): every operand's label but the DRA kubelet plugin's.
+    everything = dict([(PRESENT, 'true')] + [('nvidia.com/gpu.deploy.' + op, 'true') for op in OPERANDS
+                                             if op != 'dra-driver'])
     assert result['changed'] is True
     assert result['label_changes']['w1'] == everything
     # w2's first patch met the changed node (409): re-read, re-planned without the driver label.

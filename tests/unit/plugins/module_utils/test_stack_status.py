@@ -2,10 +2,11 @@
 
 import copy
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import NODE_FULL, POD_CELLS, POD_READINESS
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import (
+    NODE_FULL, POD_CELLS, POD_FULL, POD_READINESS, APIError)
 from ansible_collections.accelerators.gpu.plugins.module_utils.stack_status import (
-    HEADERS, aligned, node_rows, not_ready_reasons, operand_pod_reads, read_gpu_nodes, row_cells, run, status_node,
-    table_lines, verdict)
+    HEADERS, aligned, dra_devices, node_rows, not_ready_reasons, operand_pod_reads, pending_claims, read_gpu_nodes,
+    row_cells, run, status_node, table_lines, verdict)
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.fakes import matches
 
 
@@ -197,10 +198,18 @@ class StatusCluster:
     label-selected and sent as the API server sends them in the view asked for: without labels as Table cells,
     unless full_pods (a server that serves no Table, whose full objects have them)."""
 
-    def __init__(self, nodes, pods, jobs, daemonsets, full_pods=False):
+    def __init__(self, nodes, pods, jobs, daemonsets, full_pods=False, resource_lists=None):
         self.nodes, self.pods, self.jobs, self.daemonsets = nodes, pods, jobs, daemonsets
         self.full_pods = full_pods
+        # {path: items} of resource.k8s.io/v1; None: a server without it (before Kubernetes 1.34).
+        self.resource_lists = resource_lists
         self.reads = []
+
+    def list_items(self, path, label_selector=None, field_selector=None):
+        self.reads.append(("items", path, field_selector))
+        if self.resource_lists is None:
+            raise APIError("GET", path, 404, "the server could not find the requested resource")
+        return self.resource_lists[path]
 
     def list_nodes(self, label_selector=None, page_size=None, view=NODE_FULL):
         self.reads.append(("nodes", label_selector, view))
@@ -255,9 +264,11 @@ def test_the_module_reads_each_list_once_keeps_only_what_rows_show_and_says_wher
     drivers = managed + ",app.kubernetes.io/component=nvidia-driver"
     assert cluster.reads == [("nodes", "role=gpu", NODE_FULL), ("daemonsets", "gpu", drivers)] + [
         ("pods", "gpu", managed + ",app.kubernetes.io/component=" + component, POD_CELLS)
-        for component in OPERANDS + ("gpu-feature-discovery", "nvidia-mig-manager", "nvidia-mps-control-daemon")] + [
+        for component in OPERANDS + ("gpu-feature-discovery", "nvidia-mig-manager", "nvidia-mps-control-daemon",
+                                     "nvidia-dra-driver-kubelet-plugin")] + [
         ("pods", "gpu", drivers + ",app=nvidia-driver-daemonset-" + build, POD_CELLS),
         ("pods", "gpu", drivers + ",app notin (nvidia-driver-daemonset-%s)" % build, POD_READINESS),
+        ("items", "/apis/resource.k8s.io/v1/resourceslices", "spec.driver=gpu.nvidia.com"),
         ("jobs", "gpu", "app.kubernetes.io/component=gpu-validation")]
     assert [(row["node"], row["ready"], row["driver_upgrade"]) for row in result["nodes"]] == [
         ("a-ready", True, "-"), ("b-failed", False, "upgrade-failed")]
@@ -310,7 +321,8 @@ def test_operand_pod_reads_without_driver_daemonsets_read_every_driver_pod_with_
     reads = operand_pod_reads([])
     assert [(selector.split(",", 1)[1], view, labels) for selector, view, labels in reads] == [
         ("app.kubernetes.io/component=" + component, POD_CELLS, {"app.kubernetes.io/component": component})
-        for component in OPERANDS + ("gpu-feature-discovery", "nvidia-mig-manager", "nvidia-mps-control-daemon")] + [
+        for component in OPERANDS + ("gpu-feature-discovery", "nvidia-mig-manager", "nvidia-mps-control-daemon",
+                                     "nvidia-dra-driver-kubelet-plugin")] + [
         ("app.kubernetes.io/component=nvidia-driver", POD_READINESS, {})]
     assert all(selector.startswith(managed + ",") for selector, _view, _labels in reads)
     two = operand_pod_reads([driver_daemonset("b"), driver_daemonset("a")])
@@ -319,3 +331,57 @@ def test_operand_pod_reads_without_driver_daemonsets_read_every_driver_pod_with_
         (drivers + "app=nvidia-driver-daemonset-a", POD_CELLS, "nvidia-driver-daemonset-a"),
         (drivers + "app=nvidia-driver-daemonset-b", POD_CELLS, "nvidia-driver-daemonset-b"),
         (drivers + "app notin (nvidia-driver-daemonset-a,nvidia-driver-daemonset-b)", POD_READINESS, None)]
+
+
+def claim(name, node=None, device_class="gpu.nvidia.com", owner=None):
+    """A ResourceClaim in namespace ml, allocated a device of the node's pool, or not."""
+    metadata = {"name": name, "namespace": "ml"}
+    status = {"allocation": {"devices": {"results": [
+        {"request": "gpu", "driver": "gpu.nvidia.com", "pool": node, "device": "gpu-0"}]}}} if node else {}
+    return {"metadata": metadata, "status": status,
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class}}]}}}
+
+
+def resource_slice(node, devices):
+    return {"spec": {"driver": "gpu.nvidia.com", "nodeName": node, "pool": {"name": node},
+                     "devices": [{"name": "gpu-%d" % index} for index in range(devices)]}}
+
+
+def test_a_dra_node_is_ready_with_its_kubelet_plugin_and_published_gpus_and_pending_claims_say_why():
+    build = "9.6.20260303-1"
+    nodes = [full_node(name, build) for name in ("dp", "dra", "dra-empty")]
+    for node_read in nodes[1:]:
+        node_read["metadata"]["labels"]["nvidia.com/gpu.deploy.dra-driver"] = "true"
+        node_read["status"] = {"capacity": {}, "allocatable": {}}
+    pods = [pod(name, component, app="nvidia-driver-daemonset-" + build if component == "nvidia-driver" else None)
+            for name in ("dp", "dra", "dra-empty") for component in ("nvidia-driver",) + OPERANDS
+            if not (name != "dp" and component == "nvidia-device-plugin")]
+    pods += [pod(name, "nvidia-dra-driver-kubelet-plugin") for name in ("dra", "dra-empty")]
+    unschedulable = {"metadata": {"name": "train", "namespace": "ml", "labels": {}},
+                     "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "t"}]},
+                     "status": {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "train-gpu-x"}],
+                                "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                                "message": "0/3 nodes are available: 3 cannot allocate all claims."}]}}
+    claims = [claim("served", "dra"), claim("train-gpu-x"), claim("a-nic", device_class="nic.example.com")]
+    lists = {"/apis/resource.k8s.io/v1/resourceslices": [resource_slice("dra", 2)],
+             "/apis/resource.k8s.io/v1/resourceclaims": claims}
+    cluster = StatusCluster(nodes, pods + [unschedulable], [job(name, "cuda", succeeded=1) for name in ("dp",)]
+                            + [job(name, "dra", succeeded=1) for name in ("dra", "dra-empty")],
+                            [driver_daemonset(build)], resource_lists=lists)
+    module = type("Module", (), {"params": {"namespace": "gpu", "label_selector": None}, "warnings": [],
+                                 "warn": lambda self, message: self.warnings.append(message)})()
+    result = run(module, cluster)
+    rows = dict((row["node"], row) for row in result["nodes"])
+    assert [(rows[name]["stack"], rows[name]["dra_devices"], rows[name]["dra_allocated"], rows[name]["ready"])
+            for name in ("dp", "dra", "dra-empty")] == [
+        ("device-plugin", None, None, True), ("dra", 2, 1, True), ("dra", 0, 0, False)]
+    assert not_ready_reasons(rows["dra-empty"]) == ["no GPUs published (ResourceSlice of gpu.nvidia.com)"]
+    assert result["pending_claims"] == [{"claim": "ml/train-gpu-x", "pod": "ml/train",
+                                         "reason": "0/3 nodes are available: 3 cannot allocate all claims."}]
+    # The pods of the namespaces of the claims not allocated only.
+    assert ("pods", "ml", None, POD_FULL) in cluster.reads
+    assert result["lines"][-2] == ("claim ml/train-gpu-x of pod ml/train pending: 0/3 nodes are available: 3 cannot "
+                                   "allocate all claims.")
+    assert "2 (1 allocated)" in result["lines"][2] and "DRA DEVICES" in result["lines"][0]
+    assert dra_devices([], []) == ({}, {}) and pending_claims([claim("lonely")], []) == [
+        {"claim": "ml/lonely", "pod": None, "reason": "no pod uses it"}]

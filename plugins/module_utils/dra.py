@@ -1,0 +1,51 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Dynamic Resource Allocation as the NVIDIA DRA driver uses it: which claims hold NVIDIA GPUs, and which pods use
+which claims. Pure functions over objects as the API returns them (plain dicts)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+# The driver name of the NVIDIA DRA driver's GPUs (and MIG devices), and the DeviceClasses a workload asks them by.
+DRIVER = 'gpu.nvidia.com'
+CLASSES = ('gpu.nvidia.com', 'mig.nvidia.com')
+API = '/apis/resource.k8s.io/v1'
+
+
+def allocation_results(claim):
+    """The devices the scheduler allocated to a ResourceClaim: [{request, driver, pool, device}]."""
+    return ((((claim.get('status') or {}).get('allocation') or {}).get('devices') or {}).get('results')) or []
+
+
+def holds_gpus(claim):
+    """Whether a ResourceClaim was allocated devices of the NVIDIA DRA driver."""
+    return any(result.get('driver') == DRIVER for result in allocation_results(claim))
+
+
+def asks_for_gpus(claim):
+    """Whether a ResourceClaim asks for a device of the NVIDIA DeviceClasses (CLASSES)."""
+    requests = (((claim.get('spec') or {}).get('devices') or {}).get('requests')) or []
+    return any(choice.get('deviceClassName') in CLASSES for request in requests
+               for choice in [request.get('exactly') or {}] + (request.get('firstAvailable') or []))
+
+
+def claim_names(pod):
+    """The names of the ResourceClaims a pod uses (in its namespace): named ones, and those generated from its
+    templates (its status)."""
+    names = set(ref.get('resourceClaimName') for ref in (pod.get('spec') or {}).get('resourceClaims') or [])
+    names.update(status.get('resourceClaimName') for status in
+                 (pod.get('status') or {}).get('resourceClaimStatuses') or [])
+    names.discard(None)
+    return names
+
+
+def claim_key(claim):
+    metadata = claim.get('metadata') or {}
+    return '%s/%s' % (metadata.get('namespace'), metadata.get('name'))
+
+
+def uses_any(pod, keys):
+    """Whether the pod uses one of the claims keys names (namespace/name)."""
+    namespace = (pod.get('metadata') or {}).get('namespace')
+    return any('%s/%s' % (namespace, name) in keys for name in claim_names(pod))
