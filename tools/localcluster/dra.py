@@ -14,10 +14,15 @@ so that the ResourceSlice admission policy judges the simulated plugin as it jud
 applies. When no plugin pod is Ready on the node any more, the slice is deleted with the simulator's own credentials,
 as the kubelet deletes the slices of a plugin that unregistered.
 
-The real kube-scheduler allocates claims from these slices; nothing of allocation is played here. Not played either:
-NodePrepareResources and NodeUnprepareResources (the CDI specs a container gets its GPUs from), device health, the
-compute-domain plugin. A pod whose claims the scheduler allocated from gpu.nvidia.com holds the node's GPUs (holds_gpus)
-as a pod requesting nvidia.com/gpu does.
+The real kube-scheduler allocates claims from these slices; nothing of allocation is played here. What the kubelet
+and the plugin do with an allocated claim is played by its outcome only (prepare_problem, unprepare): a pod using
+ResourceClaims starts only once each of them is allocated, and one allocated from gpu.nvidia.com only while the node's
+kubelet plugin is Ready (NodePrepareResources; else it stays in ContainerCreating, "DRA driver gpu.nvidia.com is not
+registered"); the pod is then annotated prepared (PREPARED). A prepared pod that finished or is being deleted is
+unprepared (the annotation removed) only while the plugin is Ready: until then kwok does not delete it (stages.py), so
+a pod being deleted on a node whose plugin went first stays Terminating, as the kubelet retries NodeUnprepareResources.
+Not played: the CDI specs themselves, device health, the compute-domain plugin and the ComputeDomain controller. A
+prepared pod holds the node's GPUs (holds_gpus) as a pod requesting nvidia.com/gpu does.
 """
 
 import hashlib
@@ -25,6 +30,10 @@ import logging
 
 import kubernetes
 from kubernetes.client.rest import ApiException
+
+# On a pod whose claims of gpu.nvidia.com the kubelet plugin prepared, until it unprepares them; kwok deletes no pod
+# carrying it.
+from .stages import DRA_PREPARED_ANNOTATION as PREPARED
 
 LOG = logging.getLogger("simulator.dra")
 KUBELET_PLUGIN = "nvidia-dra-driver-kubelet-plugin"
@@ -99,14 +108,6 @@ def gpu_devices(node_name, hw, driver_version, cuda_version, layout):
     return devices
 
 
-def claim_names(pod):
-    """The ResourceClaims a pod uses: named ones, and those generated from its templates (status)."""
-    names = {ref["resourceClaimName"] for ref in pod["spec"].get("resourceClaims") or [] if ref.get("resourceClaimName")}
-    names.update(status["resourceClaimName"] for status in (pod.get("status") or {}).get("resourceClaimStatuses") or []
-                 if status.get("resourceClaimName"))
-    return names
-
-
 def allocated_gpus(claim):
     """Whether the scheduler allocated devices of gpu.nvidia.com to the claim."""
     results = ((((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")) or []
@@ -137,11 +138,55 @@ class KubeletPlugin:
         return list_all
 
     def holds_gpus(self, pod):
-        """A running pod whose claims were allocated GPUs of gpu.nvidia.com."""
+        """A running pod whose claims of gpu.nvidia.com were prepared."""
         if pod["metadata"].get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             return False
+        return PREPARED in (pod["metadata"].get("annotations") or {})
+
+    def prepare_problem(self, pod, serving):
+        """Why the kubelet cannot start a pod yet because of its ResourceClaims, None when it can (and then the claims
+        of gpu.nvidia.com are prepared: the pod annotated PREPARED). serving: the node's kubelet plugin is Ready."""
+        refs = pod["spec"].get("resourceClaims") or []
+        if not refs:
+            return None
         namespace = pod["metadata"]["namespace"]
-        return any(allocated_gpus(self.claims.get("%s/%s" % (namespace, name)) or {}) for name in claim_names(pod))
+        generated = {status["name"]: status.get("resourceClaimName")
+                     for status in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
+        gpus = False
+        for ref in refs:
+            name = ref.get("resourceClaimName") or generated.get(ref["name"])
+            claim = self.claims.get("%s/%s" % (namespace, name)) if name else None
+            if not claim or not ((claim.get("status") or {}).get("allocation")):
+                return "waiting for ResourceClaim %s of pod %s/%s to be allocated" % (
+                    name or ref["name"], namespace, pod["metadata"]["name"])
+            gpus = gpus or allocated_gpus(claim)
+        if not gpus:
+            return None
+        if not serving:
+            return "failed to prepare dynamic resources: DRA driver %s is not registered" % DRIVER
+        if PREPARED not in (pod["metadata"].get("annotations") or {}):
+            self.sim.core.patch_namespaced_pod(pod["metadata"]["name"], namespace,
+                                               {"metadata": {"annotations": {PREPARED: "true"}}})
+            LOG.info("pod %s/%s: claims of %s prepared on %s", namespace, pod["metadata"]["name"], DRIVER,
+                     pod["spec"]["nodeName"])
+        return None
+
+    def unprepare(self, pod, serving):
+        """A prepared pod that finished or is being deleted: its claims unprepared while the kubelet plugin is Ready
+        (serving); until then it keeps PREPARED, and kwok does not delete it."""
+        if PREPARED not in (pod["metadata"].get("annotations") or {}):
+            return
+        name, namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
+        if not serving:
+            LOG.info("pod %s/%s: cannot unprepare its claims, DRA driver %s is not registered on %s", namespace, name,
+                     DRIVER, pod["spec"]["nodeName"])
+            return
+        try:
+            self.sim.core.patch_namespaced_pod(name, namespace, {"metadata": {"annotations": {PREPARED: None}}})
+        except ApiException as error:
+            if error.status != 404:
+                raise
+        LOG.info("pod %s/%s: claims of %s unprepared on %s", namespace, name, DRIVER, pod["spec"]["nodeName"])
 
     def nodes_of_claim(self, claim):
         """The nodes of the pods a claim is reserved for."""

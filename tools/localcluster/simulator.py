@@ -28,7 +28,9 @@
   MIG_STRATEGY (mixed: nvidia.com/mig-<profile>; single: nvidia.com/gpu per MIG device).
 - The NVIDIA DRA driver's kubelet plugin (dra.py): a kubelet plugin pod is Ready once driver and toolkit are; while it
   is, its node has a ResourceSlice of gpu.nvidia.com with the node's GPUs (or MIG devices), written with the plugin pod's
-  own service account token. The real kube-scheduler allocates claims from it.
+  own service account token. The real kube-scheduler allocates claims from it. A pod whose claims were allocated
+  GPUs of gpu.nvidia.com starts only while the plugin is Ready (it prepares them), and once finished or deleted goes
+  only when the plugin is Ready again to unprepare them (Terminating until then).
 - Kernel modules: once a driver loaded on a node, they stay loaded until the node boots again (its bootID changes).
   A driver pod that is not yet Ready cannot then load its driver while pods still hold the node's GPUs (running pods
   requesting nvidia.com/gpu* or nvidia.com/mig-*, or holding claims allocated GPUs of gpu.nvidia.com): it crash-loops,
@@ -565,7 +567,9 @@ class Simulator:
             pods_by_node = {}
             if dirty_nodes:
                 for pod in list(self.pods.values()):
-                    if pod["spec"].get("nodeName") and not pod["metadata"].get("deletionTimestamp"):
+                    # Of the pods being deleted, only those whose DRA claims wait to be unprepared (dra.py).
+                    if pod["spec"].get("nodeName") and (not pod["metadata"].get("deletionTimestamp")
+                                                        or dra.PREPARED in (pod["metadata"].get("annotations") or {})):
                         pods_by_node.setdefault(pod["spec"]["nodeName"], []).append(pod)
             for node_name in dirty_nodes:
                 node = self.nodes.get(node_name)
@@ -611,6 +615,8 @@ class Simulator:
         node_name = node["metadata"]["name"]
         if (node["metadata"].get("annotations") or {}).get(REBOOTING_ANNOTATION):
             return  # the kubelet is down: nothing it runs is reported until the node is back
+        leaving = [pod for pod in pods if pod["metadata"].get("deletionTimestamp")]
+        pods = [pod for pod in pods if not pod["metadata"].get("deletionTimestamp")]
         clock = time.time()
         # Operands in dependency order, so that one pass settles a node (the validator's last check, plugin, passes
         # on the next one).
@@ -628,10 +634,16 @@ class Simulator:
         holders = [pod for pod in pods if self.holds_gpus(pod)] if self.modules_loaded.get(node_name) == boot else []
         for pod in pods:
             if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                self.dra.unprepare(pod, dra.KUBELET_PLUGIN in ready)
                 continue
             uid = pod["metadata"]["uid"]
             state, reason, message, retry_at = outcome(pod, node, ready, self.registry, clock, holders,
                                                        loaded=uid in self.drivers_loaded)
+            # The kubelet starts a pod once the DRA drivers prepared its claims (the kubelet plugin, after the
+            # operands in this pass).
+            unprepared = self.dra.prepare_problem(pod, dra.KUBELET_PLUGIN in ready) if state != "pending" else None
+            if unprepared:
+                state, reason, message, retry_at = "pending", "ContainerCreating", unprepared, None
             if state in ("ready", "waiting") and uid not in self.initialized:
                 # The kubelet runs the init containers once a pod starts (again after a boot).
                 writes, problem = validations.run_init_containers(pod, node_name, files,
@@ -666,6 +678,8 @@ class Simulator:
             self.written[pod["metadata"]["uid"]] = signature
             LOG.info("pod %s/%s on %s: %s %s", pod["metadata"]["namespace"], pod["metadata"]["name"], node_name,
                      state, message)
+        for pod in leaving:
+            self.dra.unprepare(pod, dra.KUBELET_PLUGIN in ready)
         self.reconcile_mig(node, ready, pods)
         self.reconcile_node_status(node, ready, pods)
         self.reconcile_gfd_labels(node, ready, pods)

@@ -7,6 +7,9 @@ simulated hardware and registry; kwok therefore gets no pod-ready or pod-complet
 # Nodes the simulated machine-config operator is rebooting carry this annotation; kwok must not
 # mark them Ready again until the reboot is over.
 REBOOTING_ANNOTATION = "sim.accelerators.gpu/rebooting"
+# A pod the simulated DRA kubelet plugin prepared claims for, until it unprepares them (dra.PREPARED): kwok must not
+# delete it before.
+DRA_PREPARED_ANNOTATION = "sim.accelerators.gpu/dra-prepared"
 
 
 def _node_conditions(now_var="$now"):
@@ -78,6 +81,9 @@ def stage_documents(heartbeat_seconds=30):
                   "immediateNextStage": True}},
         {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": "pod-delete"},
          "spec": {"resourceRef": {"apiGroup": "v1", "kind": "Pod"},
-                  "selector": {"matchExpressions": [{"key": ".metadata.deletionTimestamp", "operator": "Exists"}]},
+                  # A pod whose DRA claims are not unprepared yet stays (dra.py).
+                  "selector": {"matchExpressions": [
+                      {"key": ".metadata.deletionTimestamp", "operator": "Exists"},
+                      {"key": '.metadata.annotations["%s"]' % DRA_PREPARED_ANNOTATION, "operator": "DoesNotExist"}]},
                   "next": {"finalizers": {"empty": True}, "delete": True}}},
     ]
