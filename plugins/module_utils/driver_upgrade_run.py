@@ -119,8 +119,9 @@ class Rollout(object):
                 if self.params['cordon'] and not entry['unschedulable']:
                     self.patch(entry['name'], {'spec': {'unschedulable': True}})
                     entry['unschedulable'] = True
+            # Pods holding claims of the DRA driver's GPUs too, on the nodes in DRA mode.
             moving, failed = self._evict(moving, du.POD_DELETION_REQUIRED, eviction_plan, self.params['eviction'],
-                                         'GPU workloads')
+                                         'GPU workloads', dra_claims=True)
             drain = self.params['drain']
             if drain['enable']:
                 moving, more = self._evict(moving, du.DRAIN_REQUIRED, drain_plan(drain['pod_selector']), drain,
@@ -139,12 +140,12 @@ class Rollout(object):
             'seconds': round(self.clock() - started, 1),
         }
 
-    def _evict(self, wave, state, select, options, what):
+    def _evict(self, wave, state, select, options, what, dra_claims=False):
         for entry in wave:
             self.set_state(entry, state)
         outcome = evict_until_gone(self.api, [entry['name'] for entry in wave], select, options['timeout'],
                                    self.params['poll_interval'], self.check_mode, self.clock, self.sleep,
-                                   skip_label=self.params['eviction']['skip_label'])
+                                   skip_label=self.params['eviction']['skip_label'], dra_claims=dra_claims)
         if outcome['evicted']:
             self.changed = True
         if not outcome['left']:

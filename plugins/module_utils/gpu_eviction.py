@@ -163,8 +163,10 @@ def _not_gone_message(blocked, waiting):
 
 
 def evict_until_gone(api, nodes, plan_pods, timeout, poll_interval, check_mode=False, clock=time.monotonic,
-                     sleep=time.sleep, skip_label=SKIP_LABEL):
+                     sleep=time.sleep, skip_label=SKIP_LABEL, dra_claims=False):
     """Evict the pods plan_pods (eviction_plan, drain_plan(...)) chooses on each node and wait until they are gone.
+    With dra_claims, each round first reads the ResourceClaims allocated GPUs of the NVIDIA DRA driver
+    (read_gpu_claims) and gives them to plan_pods (eviction_plan's gpu_claims).
 
     An eviction the API server refuses with 429 (a PodDisruptionBudget allows no disruption now) is tried again
     every poll_interval. Returns evicted (pod keys), spared, blocked ({pod: budgets}), terminating, and left: by
@@ -174,7 +176,8 @@ def evict_until_gone(api, nodes, plan_pods, timeout, poll_interval, check_mode=F
     evicted = set()
     lost = Lost(clock)
     while True:
-        seen, outcome = lost.attempt(api, lambda: _evict_round(api, nodes, plan_pods, skip_label, evicted), deadline)
+        seen, outcome = lost.attempt(api, lambda: _evict_round(api, nodes, plan_pods, skip_label, evicted, dra_claims),
+                                     deadline)
         if not seen:
             # The API server out of reach: what is left is unknown, not failed; try again, to the deadline.
             if clock() >= deadline:
@@ -191,8 +194,10 @@ def evict_until_gone(api, nodes, plan_pods, timeout, poll_interval, check_mode=F
         sleep(poll_interval)
 
 
-def _evict_round(api, nodes, plan_pods, skip_label, evicted):
+def _evict_round(api, nodes, plan_pods, skip_label, evicted, dra_claims):
     """One round of evict_until_gone: (its result without left, by node what is still there), evicted updated."""
+    if dra_claims:
+        plan_pods = functools.partial(plan_pods, gpu_claims=read_gpu_claims(api))
     by_node = dict((node, plan_pods(api.list_node_pods(node), skip_label)) for node in nodes)
     blocked, left = {}, {}
     for node, plan in by_node.items():
@@ -234,12 +239,10 @@ def read_gpu_claims(api):
 
 def run(module, api, clock=time.monotonic, sleep=time.sleep):
     """Evict the GPU workloads of the nodes and wait until they are gone, within the timeout; at the timeout the
-    module fails naming each pod held back and its budgets. The claims are read once: a pod placed on the nodes
-    afterwards (cordon them first) is not looked for."""
+    module fails naming each pod held back and its budgets."""
     params = module.params
-    plan = functools.partial(eviction_plan, gpu_claims=read_gpu_claims(api))
-    result = evict_until_gone(api, params['nodes'], plan, params['timeout'], params['poll_interval'],
-                              module.check_mode, clock, sleep, params['skip_label'])
+    result = evict_until_gone(api, params['nodes'], eviction_plan, params['timeout'], params['poll_interval'],
+                              module.check_mode, clock, sleep, params['skip_label'], dra_claims=True)
     left = result.pop('left')
     result['changed'] = bool(result['evicted'])
     if left:

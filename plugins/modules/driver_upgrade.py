@@ -77,7 +77,8 @@ options:
     type: bool
     default: true
   eviction:
-    description: How the GPU workloads (pods requesting C(nvidia.com/gpu*)) are evicted.
+    description: How the GPU workloads (pods requesting C(nvidia.com/gpu*), and pods using a ResourceClaim allocated
+      GPUs of the NVIDIA DRA driver, C(gpu.nvidia.com)) are evicted.
     type: dict
     default: {}
     suboptions:

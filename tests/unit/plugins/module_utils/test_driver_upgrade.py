@@ -161,6 +161,11 @@ class RolloutCluster(Deadlines):
         self.crash, self.guarded = set(crash), set(guarded)
         self.jobs = []
         self.writes = []
+        self.claims = []
+
+    def list_items(self, path, label_selector=None, field_selector=None):
+        assert path == '/apis/resource.k8s.io/v1/resourceclaims', path
+        return copy.deepcopy(self.claims)
 
     def list_daemonsets(self, namespace, label_selector=None):
         return [copy.deepcopy(self.ds)]
@@ -268,6 +273,20 @@ def test_a_wave_is_cordoned_evicted_then_its_driver_pods_replaced_and_completed_
     assert cluster.nodes['b']['spec']['unschedulable'] is True  # stays cordoned, as before the upgrade
     assert du.INITIAL_STATE_ANNOTATION not in cluster.nodes['b']['metadata']['annotations']
     assert rollout(cluster).plan()['wave'] == ['c', 'd']
+
+
+def test_a_wave_evicts_the_pods_holding_claims_of_the_dra_drivers_gpus_too():
+    cluster = RolloutCluster(['a'])
+    cluster.pods['dra-train-a'] = {
+        'metadata': {'name': 'dra-train-a', 'namespace': 'ml', 'uid': 'd-a', 'labels': {}},
+        'spec': {'nodeName': 'a', 'containers': [{}], 'resourceClaims': [{'name': 'gpu', 'resourceClaimTemplateName': 't'}]},
+        'status': {'phase': 'Running', 'resourceClaimStatuses': [{'name': 'gpu', 'resourceClaimName': 'dra-train-a-gpu'}]}}
+    cluster.claims = [{'metadata': {'name': 'dra-train-a-gpu', 'namespace': 'ml'}, 'status': {'allocation': {'devices': {
+        'results': [{'request': 'gpu', 'driver': 'gpu.nvidia.com', 'pool': 'a', 'device': 'gpu-0'}]}}}}]
+    rollout(cluster).plan()
+    assert rollout(cluster).upgrade(['a'])['ready'] == ['a']
+    assert [w[:2] for w in cluster.writes if w[0] in ('EVICT', 'DELETE')] == [
+        ('EVICT', 'dra-train-a'), ('EVICT', 'train-a'), ('DELETE', 'driver-a')]
 
 
 def test_a_run_stopped_mid_wave_resumes_without_replacing_a_driver_twice():
