@@ -1,23 +1,35 @@
 """The DRA stack (role dra_driver) beside the device-plugin stack, deployed by the deploy playbook on Kubernetes 1.34:
 nodes in DRA mode get the NVIDIA DRA driver's kubelet plugin, whose ResourceSlices the simulator publishes while its pod
-is Ready (tools/localcluster/dra.py); the real kube-scheduler allocates the claims of pods from them."""
+is Ready (tools/localcluster/dra.py); the real kube-scheduler allocates the claims of pods from them. A pod holding a
+claim of gpu.nvidia.com starts only once the plugin prepared it, and goes only once the plugin unprepared it: on a
+node whose plugin left first, it stays Terminating (as with a real kubelet), so a mode switch in the wrong order fails.
+
+One module-scoped fleet of three nodes serves the tests, in order (one story, one deploy): a device-plugin node, and
+two DRA nodes of different products, one of which is switched to the device plugin and back.
+"""
 
 import json
 import os
+import types
 
 import kubernetes
+import pytest
 
 from conftest import wait_for
-from gpu_fleet import FLEET_LABEL, RHCOS_416
+from gpu_fleet import FLEET_LABEL, RHCOS_416, selector
 from localcluster import api
-from sampler import Sampler
-from test_deploy import REGISTRY, fleet_variables, playbook, status_of
+from localcluster import fleet as fleets
+from sampler import Sampler, at_one_revision
+from test_deploy import REGISTRY, fleet_variables, playbook
 
 # Nodes of this role run the DRA stack (common_dra_node_selector), as a site would select them.
 DRA_ROLE = "node-role.kubernetes.io/gpu-dra"
 DRA_SELECTOR = {DRA_ROLE: ""}
 RESOURCE = "/apis/resource.k8s.io/v1"
 WORKLOAD_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
+COMPONENT = "app.kubernetes.io/component"
+DEVICE_PLUGIN, KUBELET_PLUGIN = "nvidia-device-plugin", "nvidia-dra-driver-kubelet-plugin"
+COMPUTE_DOMAINS = "/apis/resource.nvidia.com/v1beta1/namespaces/%s/computedomains"
 
 
 def dra_fleet():
@@ -31,14 +43,41 @@ def dra_fleet():
                  "os": {"rhcos": RHCOS_416}}]}
 
 
-def call(cluster, method, path, body=None):
-    return cluster.client.call_api(path, method, body=body, response_type="object", _return_http_data_only=True,
-                                   auth_settings=["BearerToken"], header_params={"Content-Type": "application/json"})
+@pytest.fixture(scope="module")
+def story(cluster):
+    """The fleet, the operand namespace (created first, as the session's tests do), the object names before the
+    deploy, and the deploy's variables (ComputeDomains on); the stack deployed once."""
+    spec = dra_fleet()
+    made = fleets.Fleet(cluster.client, spec, prefix="dra-%s-" % os.urandom(2).hex()).apply().wait_ready()
+    log_size = cluster.simulator_log_size()
+    namespace = "t-dra-" + os.urandom(2).hex()
+    cluster.core.create_namespace({"metadata": {"name": namespace}})
+    wait_for(lambda: cluster.core.list_namespaced_service_account(namespace, field_selector="metadata.name=default")
+             .items, message="service account default in " + namespace)
+    workloads = namespace + "-w"
+    cluster.core.create_namespace({"metadata": {"name": workloads}})
+    before = api.object_names(cluster.client)
+    variables = fleet_variables(namespace, spec, common_dra_node_selector=DRA_SELECTOR,
+                                dra_driver_compute_domains_enabled=True)
+    playbook(cluster, "deploy", variables).succeeded()
+    yield types.SimpleNamespace(spec=spec, nodes=made.node_names, namespace=namespace, workloads=workloads,
+                                before=before, variables=variables)
+    cluster.core.delete_namespace(workloads)
+    cluster.core.delete_namespace(namespace)
+    made.delete()
+    failures = cluster.simulator_failures(log_size)
+    assert not failures, "the simulator failed during these tests:\n%s" % "\n".join(failures)[-3000:]
+
+
+def call(cluster, method, path, body=None, query=None):
+    return cluster.client.call_api(path, method, body=body, query_params=query or [], response_type="object",
+                                   _return_http_data_only=True, auth_settings=["BearerToken"],
+                                   header_params={"Content-Type": "application/json"})
 
 
 def slices_of(cluster, node):
-    found = call(cluster, "GET", RESOURCE + "/resourceslices?fieldSelector=spec.nodeName=%s" % node)["items"]
-    return [s for s in found if s["spec"]["driver"] == "gpu.nvidia.com"]
+    found = call(cluster, "GET", RESOURCE + "/resourceslices", query=[("fieldSelector", "spec.nodeName=" + node)])
+    return [s for s in found["items"] if s["spec"]["driver"] == "gpu.nvidia.com"]
 
 
 def claim_pod(cluster, namespace, name, request, node=None):
@@ -47,7 +86,7 @@ def claim_pod(cluster, namespace, name, request, node=None):
     call(cluster, "POST", RESOURCE + "/namespaces/%s/resourceclaimtemplates" % namespace, {
         "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name},
         "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": request}]}}}})
-    cluster.core.create_namespaced_pod(namespace, {"metadata": {"name": name}, "spec": {
+    cluster.core.create_namespaced_pod(namespace, {"metadata": {"name": name, "labels": {"app": "claim"}}, "spec": {
         "nodeSelector": {"kubernetes.io/hostname": node} if node else {},
         "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": name}],
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
@@ -57,9 +96,8 @@ def claim_pod(cluster, namespace, name, request, node=None):
 
 def plugin_client(cluster, namespace, node):
     """A client with a token of the kubelet plugin pod of node, bound to that pod, as the kubelet mounts it."""
-    (pod,) = cluster.core.list_namespaced_pod(
-        namespace, label_selector="app.kubernetes.io/component=nvidia-dra-driver-kubelet-plugin",
-        field_selector="spec.nodeName=" + node).items
+    (pod,) = cluster.core.list_namespaced_pod(namespace, label_selector=COMPONENT + "=" + KUBELET_PLUGIN,
+                                              field_selector="spec.nodeName=" + node).items
     token = cluster.core.create_namespaced_service_account_token(pod.spec.service_account_name, namespace, {
         "spec": {"boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": pod.metadata.name,
                                     "uid": pod.metadata.uid}}}).status.token
@@ -70,13 +108,13 @@ def plugin_client(cluster, namespace, node):
     return kubernetes.client.ApiClient(config)
 
 
-def call_as(client, method, path, body):
-    """None when the API server took the write, else its ApiException."""
+def refusal(client, method, path, body, query=None):
+    """None when the API server took the write, else (its status code, its message)."""
     try:
-        client.call_api(path, method, body=body, response_type="object", auth_settings=["BearerToken"],
-                        header_params={"Content-Type": "application/json"})
+        client.call_api(path, method, body=body, query_params=query or [], response_type="object",
+                        auth_settings=["BearerToken"], header_params={"Content-Type": "application/json"})
     except kubernetes.client.rest.ApiException as error:
-        return error
+        return error.status, json.loads(error.body)["message"]
     return None
 
 
@@ -85,16 +123,10 @@ def running_on(cluster, namespace, name):
     return pod.spec.node_name if pod.status.phase == "Running" else None
 
 
-def test_a_mixed_fleet_deploys_in_one_run_and_the_scheduler_allocates_claims_from_the_dra_nodes(
-        cluster, namespace, make_fleet):
-    spec = dra_fleet()
-    dp, dra_l4, dra_h100 = make_fleet(spec).node_names
-    before = api.object_names(cluster.client)
-    variables = fleet_variables(namespace, spec, common_dra_node_selector=DRA_SELECTOR)
-    playbook(cluster, "deploy", variables).succeeded()
-
+def test_a_mixed_fleet_deploys_in_one_run_each_node_with_its_plugin(cluster, story):
+    dp, dra_l4, dra_h100 = story.nodes
     # The device-plugin node advertises nvidia.com/gpu; the DRA nodes run the kubelet plugin and advertise none.
-    labels = {node: cluster.core.read_node(node).metadata.labels for node in (dp, dra_l4, dra_h100)}
+    labels = {node: cluster.core.read_node(node).metadata.labels for node in story.nodes}
     assert labels[dp]["nvidia.com/gpu.deploy.device-plugin"] == "true"
     assert "nvidia.com/gpu.deploy.dra-driver" not in labels[dp]
     for node in (dra_l4, dra_h100):
@@ -112,57 +144,88 @@ def test_a_mixed_fleet_deploys_in_one_run_and_the_scheduler_allocates_claims_fro
         {"string": "gpu"}, {"string": "NVIDIA L4"}, {"string": "Ada Lovelace"}, {"version": "8.9.0"},
         {"version": "570.172.8"})
     assert l4_slice["spec"]["devices"][0]["capacity"] == {"memory": {"value": "23034Mi"}}
-    # The CUDA check of each DRA node got its GPU from a claim the scheduler allocated there.
-    jobs = cluster.batch.list_namespaced_job(namespace, label_selector="accelerators.gpu/validation=dra").items
+    # The CUDA check of each DRA node got its GPU from a claim the scheduler allocated there (the simulated plugin
+    # prepared and unprepared it: the Job's pod is gone with no claim left prepared).
+    jobs = cluster.batch.list_namespaced_job(story.namespace, label_selector="accelerators.gpu/validation=dra").items
     assert sorted((job.metadata.annotations["accelerators.gpu/node"], job.status.succeeded) for job in jobs) == [
         (dra_h100, 1), (dra_l4, 1)]
-    cuda = cluster.batch.list_namespaced_job(namespace, label_selector="accelerators.gpu/validation=cuda").items
+    cuda = cluster.batch.list_namespaced_job(story.namespace, label_selector="accelerators.gpu/validation=cuda").items
     assert [job.metadata.annotations["accelerators.gpu/node"] for job in cuda] == [dp]
+    # ComputeDomains: the controller, the compute-domain DeviceClasses and the ComputeDomain CRD the collection made.
+    classes = sorted(c["metadata"]["name"] for c in call(cluster, "GET", RESOURCE + "/deviceclasses")["items"])
+    assert classes == ["compute-domain-daemon.nvidia.com", "compute-domain-default-channel.nvidia.com",
+                       "gpu.nvidia.com", "mig.nvidia.com"]
+    assert cluster.apps.read_namespaced_deployment("nvidia-dra-driver-controller", story.namespace).spec.replicas == 1
 
-    assert playbook(cluster, "deploy", variables).succeeded().stats["changed"] == 0
+    assert playbook(cluster, "deploy", story.variables).succeeded().stats["changed"] == 0
 
     # The simulator writes a node's slice as its plugin pod: the admission policy lets that pod's token write its own
     # node's slice and refuses another node's.
-    as_plugin = plugin_client(cluster, namespace, dra_l4)
-    denied = call_as(as_plugin, "POST", RESOURCE + "/resourceslices", dict(
+    as_plugin = plugin_client(cluster, story.namespace, dra_l4)
+    denied = refusal(as_plugin, "POST", RESOURCE + "/resourceslices", dict(
         l4_slice, metadata={"generateName": "forged-"}, spec=dict(l4_slice["spec"], nodeName=dra_h100)))
-    assert denied.status == 422 and "may not modify cluster or node resourceslices" in denied.body, denied.body
-    assert call_as(as_plugin, "PUT", RESOURCE + "/resourceslices/" + l4_slice["metadata"]["name"],
+    assert denied[0] == 422 and "may not modify cluster or node resourceslices" in denied[1], denied
+    assert refusal(as_plugin, "PUT", RESOURCE + "/resourceslices/" + l4_slice["metadata"]["name"],
                    slices_of(cluster, dra_l4)[0]) is None
 
+
+def test_the_compute_domain_api_refuses_what_the_real_one_refuses(cluster, story):
+    """The ComputeDomain CRD's schema: a valid object is taken; a misspelt field (strict field validation), a missing
+    required field, a value outside an enum and a change of the immutable spec are refused, naming the field."""
+    path = COMPUTE_DOMAINS % story.workloads
+    domain = {"apiVersion": "resource.nvidia.com/v1beta1", "kind": "ComputeDomain", "metadata": {"name": "nvl72"},
+              "spec": {"numNodes": 0, "channel": {"resourceClaimTemplate": {"name": "nvl72-channel"}}}}
+    strict = [("fieldValidation", "Strict")]
+    created = call(cluster, "POST", path, domain, query=strict)
+    assert created["spec"]["channel"]["allocationMode"] == "Single"  # the API's default
+    misspelt = refusal(cluster.client, "POST", path, dict(domain, metadata={"name": "x"}, spec=dict(
+        domain["spec"], numNode=2)), query=strict)
+    assert misspelt[0] == 400 and 'unknown field "spec.numNode"' in misspelt[1], misspelt
+    missing = refusal(cluster.client, "POST", path, dict(domain, metadata={"name": "y"}, spec={"numNodes": 0}))
+    assert missing[0] == 422 and "spec.channel: Required value" in missing[1], missing
+    wrong = refusal(cluster.client, "POST", path, dict(domain, metadata={"name": "z"}, spec=dict(
+        domain["spec"], channel={"allocationMode": "Some", "resourceClaimTemplate": {"name": "c"}})))
+    assert wrong[0] == 422 and 'spec.channel.allocationMode: Unsupported value: "Some"' in wrong[1], wrong
+    changed = refusal(cluster.client, "PUT", path + "/nvl72", dict(created, spec=dict(created["spec"], numNodes=2)))
+    assert changed[0] == 422 and "A computeDomain.spec is immutable" in changed[1], changed
+
+
+def test_the_scheduler_allocates_claims_by_class_and_by_cel_selector_and_status_shows_why_one_is_pending(
+        cluster, story):
+    dp, dra_l4, dra_h100 = story.nodes
+    workloads = story.workloads
     # A CEL selector on product and memory: the H100 node's one GPU. Then any GPU: the L4 node's, the H100 being
     # taken. Nothing matches a B200.
-    claim_pod(cluster, namespace, "big-hopper", {"deviceClassName": "gpu.nvidia.com", "selectors": [{"cel": {
+    claim_pod(cluster, workloads, "big-hopper", {"deviceClassName": "gpu.nvidia.com", "selectors": [{"cel": {
         "expression": "device.attributes['gpu.nvidia.com'].productName.startsWith('NVIDIA H100')"
                       " && device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('64Gi')) >= 0"}}]})
-    assert wait_for(lambda: running_on(cluster, namespace, "big-hopper"), message="big-hopper running") == dra_h100
-    claim_pod(cluster, namespace, "any-gpu", {"deviceClassName": "gpu.nvidia.com"})
-    assert wait_for(lambda: running_on(cluster, namespace, "any-gpu"), message="any-gpu running") == dra_l4
-    claim_pod(cluster, namespace, "no-such-gpu", {"deviceClassName": "gpu.nvidia.com", "selectors": [{"cel": {
+    assert wait_for(lambda: running_on(cluster, workloads, "big-hopper"), message="big-hopper running") == dra_h100
+    claim_pod(cluster, workloads, "any-gpu", {"deviceClassName": "gpu.nvidia.com"})
+    assert wait_for(lambda: running_on(cluster, workloads, "any-gpu"), message="any-gpu running") == dra_l4
+    claim_pod(cluster, workloads, "no-such-gpu", {"deviceClassName": "gpu.nvidia.com", "selectors": [{"cel": {
         "expression": "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA B200'"}}]})
-    pending = wait_for(lambda: [c for c in cluster.core.read_namespaced_pod("no-such-gpu", namespace).status.conditions
+    pending = wait_for(lambda: [c for c in cluster.core.read_namespaced_pod("no-such-gpu", workloads).status.conditions
                                 or [] if c.type == "PodScheduled" and c.reason == "Unschedulable"],
                        message="no-such-gpu unschedulable")
     assert "cannot allocate all claims" in pending[0].message
-    assert cluster.core.read_namespaced_pod("no-such-gpu", namespace).spec.node_name is None
+    assert cluster.core.read_namespaced_pod("no-such-gpu", workloads).spec.node_name is None
 
-    status = status_of(cluster, variables)
+    run = playbook(cluster, "status", story.variables).succeeded()
+    status = run.report["global_custom_stats"]["gpu_stack_status"]
     rows = {row["node"]: row for row in status["nodes"]}
-    assert [(rows[node]["dra_devices"], rows[node]["dra_allocated"]) for node in (dp, dra_l4, dra_h100)] == [
+    assert [(rows[node]["dra_devices"], rows[node]["dra_allocated"]) for node in story.nodes] == [
         (None, None), (2, 1), (1, 1)]
-    assert all(rows[node]["ready"] for node in (dp, dra_l4, dra_h100)), rows
+    assert all(rows[node]["ready"] for node in story.nodes), rows
     (claim,) = status["pending_claims"]
-    assert (claim["pod"], claim["reason"]) == ("%s/no-such-gpu" % namespace, pending[0].message)
+    assert (claim["pod"], claim["reason"]) == ("%s/no-such-gpu" % workloads, pending[0].message)
+    (table,) = [result["msg"] for name, result in run.results if name == "Print the status table"]
+    assert "claim %s of pod %s/no-such-gpu pending: %s" % (claim["claim"], workloads, pending[0].message) in table
 
+    # Deleted (not forced): each pod goes once the kubelet plugin unprepared its claim.
     for pod in ("any-gpu", "big-hopper", "no-such-gpu"):
-        cluster.core.delete_namespaced_pod(pod, namespace, grace_period_seconds=0)
-        call(cluster, "DELETE", RESOURCE + "/namespaces/%s/resourceclaimtemplates/%s" % (namespace, pod))
-    wait_for(lambda: not cluster.core.list_namespaced_pod(namespace, label_selector="!app.kubernetes.io/component"
-                                                          ).items, message="the workloads gone")
-    playbook(cluster, "uninstall", variables).succeeded()
-    # The slices go with the kubelet plugin pods.
-    wait_for(lambda: not any(slices_of(cluster, node) for node in (dra_l4, dra_h100)), message="the slices gone")
-    assert api.object_names(cluster.client) == before
+        cluster.core.delete_namespaced_pod(pod, workloads)
+        call(cluster, "DELETE", RESOURCE + "/namespaces/%s/resourceclaimtemplates/%s" % (workloads, pod))
+    wait_for(lambda: not cluster.core.list_namespaced_pod(workloads).items, message="the claim pods gone")
 
 
 def serve_deployment(spec):
@@ -175,78 +238,138 @@ def serve_deployment(spec):
             "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
                 {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}]}},
             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-            "containers": [{"name": "serve", "image": WORKLOAD_IMAGE, "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}
+            "containers": [{"name": "serve", "image": WORKLOAD_IMAGE, "command": ["sleep", "infinity"],
+                            "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}
 
 
-def gpus_of(cluster, node):
-    """What a node offers: ('device-plugin', allocatable nvidia.com/gpu) and ('dra', devices its slices publish)."""
-    published = sum(len(s["spec"]["devices"]) for s in slices_of(cluster, node))
-    return int((cluster.core.read_node(node).status.allocatable or {}).get("nvidia.com/gpu", "0")), published
+def slice_lister(cluster):
+    """The ResourceSlices list, as at_one_revision calls a list (the client has no resource.k8s.io/v1 models)."""
+    def read(resource_version=None, resource_version_match=None):
+        answer = call(cluster, "GET", RESOURCE + "/resourceslices", query=[
+            (key, value) for key, value in (("resourceVersion", resource_version),
+                                            ("resourceVersionMatch", resource_version_match)) if value])
+        return types.SimpleNamespace(items=answer["items"])
+    return read
 
 
-def test_switching_a_node_to_dra_and_back_evicts_only_its_gpu_pods_and_keeps_every_other_nodes_gpus(
-        cluster, namespace, make_fleet):
-    spec = dra_fleet()
-    spec["nodes"][0].update(name="dp", count=2)
-    spec["nodes"].pop(2)
-    stay, switching, dra = make_fleet(spec).node_names
-    variables = fleet_variables(namespace, spec, common_dra_node_selector=DRA_SELECTOR)
-    playbook(cluster, "deploy", variables).succeeded()
-    workloads = namespace + "-w"
-    cluster.core.create_namespace({"metadata": {"name": workloads}})
-    try:
-        cluster.apps.create_namespaced_deployment(workloads, serve_deployment(spec))
-        kubernetes.client.PolicyV1Api(cluster.client).create_namespaced_pod_disruption_budget(workloads, {
-            "metadata": {"name": "serve"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "serve"}}}})
-        wait_for(lambda: sorted(running_pods(cluster, workloads).values()) == sorted([stay, switching]),
-                 message="a serve replica on each device-plugin node")
-        on_switching = [name for name, node in running_pods(cluster, workloads).items() if node == switching]
-
-        def observe():
-            return {"stay": gpus_of(cluster, stay)[0], "dra": gpus_of(cluster, dra)[1],
-                    "serving": len(running_pods(cluster, workloads))}
-
-        cluster.core.patch_node(switching, {"metadata": {"labels": DRA_SELECTOR}})
-        with Sampler(observe) as sampler:
-            playbook(cluster, "deploy", variables).succeeded()
-        assert not sampler.errors and sampler.values
-        # Every other node offered its GPUs throughout, and the PodDisruptionBudget held.
-        assert {(value["stay"], value["dra"]) for value in sampler.values} == {(2, 2)}
-        assert min(value["serving"] for value in sampler.values) >= 1
-        assert set(audit_evictions(cluster, workloads)) == set(on_switching)
-        node = cluster.core.read_node(switching)
-        assert (node.metadata.labels.get("nvidia.com/gpu.deploy.dra-driver"),
-                node.metadata.labels.get("nvidia.com/gpu.deploy.device-plugin"), node.spec.unschedulable) == (
-            "true", None, None)
-        assert gpus_of(cluster, switching) == (0, 2)
-        jobs = cluster.batch.list_namespaced_job(namespace, label_selector="accelerators.gpu/validation=dra").items
-        assert {job.metadata.annotations["accelerators.gpu/node"]: job.status.succeeded for job in jobs} == {
-            dra: 1, switching: 1}
-
-        # Back to the device plugin: the pod holding a claim there goes first, by eviction.
-        claim_pod(cluster, workloads, "claimer", {"deviceClassName": "gpu.nvidia.com"}, node=switching)
-        assert wait_for(lambda: running_on(cluster, workloads, "claimer"), message="claimer running") == switching
-        cluster.core.patch_node(switching, {"metadata": {"labels": {DRA_ROLE: None}}})
-        before = set(audit_evictions(cluster, workloads))
-        with Sampler(observe) as sampler:
-            playbook(cluster, "deploy", variables).succeeded()
-        assert not sampler.errors and {(value["stay"], value["dra"]) for value in sampler.values} == {(2, 2)}
-        evicted = set(audit_evictions(cluster, workloads)) - before
-        assert evicted == {"claimer"}
-        assert gpus_of(cluster, switching) == (2, 0)
-        assert "nvidia.com/gpu.deploy.dra-driver" not in cluster.core.read_node(switching).metadata.labels
-        assert playbook(cluster, "deploy", variables).succeeded().stats["changed"] == 0
-    finally:
-        cluster.core.delete_namespace(workloads)
+def observe(cluster, story):
+    """One moment of the cluster: per node of the fleet, its allocatable nvidia.com/gpu and the devices its
+    ResourceSlices publish, its plugin pods (terminating ones too) and the workload pods on it, by name: how they get
+    GPUs (DEVICE_PLUGIN: nvidia.com/gpu, KUBELET_PLUGIN: a claim, None), terminating or not; and the serve replicas
+    running."""
+    nodes, plugins, pods, slices = at_one_revision(
+        lambda: cluster.core.list_node(label_selector=selector(story.spec)),
+        lambda **at: cluster.core.list_namespaced_pod(
+            story.namespace, label_selector="%s in (%s, %s)" % (COMPONENT, DEVICE_PLUGIN, KUBELET_PLUGIN), **at),
+        lambda **at: cluster.core.list_namespaced_pod(story.workloads, **at),
+        slice_lister(cluster))
+    sample = {}
+    for node in nodes:
+        name = node.metadata.name
+        sample[name] = {
+            "gpus": (int((node.status.allocatable or {}).get("nvidia.com/gpu", "0")),
+                     sum(len(s["spec"]["devices"]) for s in slices if s["spec"].get("nodeName") == name)),
+            "plugins": sorted(p.metadata.labels[COMPONENT] for p in plugins if p.spec.node_name == name),
+            "pods": {p.metadata.name: (gpus_from(p), bool(p.metadata.deletion_timestamp))
+                     for p in pods if p.spec.node_name == name}}
+    sample["serving"] = len([p for p in pods if (p.metadata.labels or {}).get("app") == "serve" and not
+                             p.metadata.deletion_timestamp and p.status.phase == "Running"])
+    return sample
 
 
-def running_pods(cluster, namespace):
-    return {p.metadata.name: p.spec.node_name for p in cluster.core.list_namespaced_pod(namespace).items
-            if p.status.phase == "Running" and not p.metadata.deletion_timestamp}
+def gpus_from(pod):
+    if pod.spec.resource_claims:
+        return KUBELET_PLUGIN
+    if any("nvidia.com/gpu" in ((c.resources and c.resources.limits) or {}) for c in pod.spec.containers):
+        return DEVICE_PLUGIN
+    return None
+
+
+def switch(cluster, story, node, labels, leaving):
+    """Relabels node for the other mode and runs the deploy under a sampler; checks what must hold all along: the
+    other nodes' GPUs as they were, the PodDisruptionBudget's replica serving, and the plugin `leaving` on the node
+    as long as a pod getting its GPUs from it is there. Returns the workload pods evicted meanwhile."""
+    others = {name: observe(cluster, story)[name]["gpus"] for name in story.nodes if name != node}
+    cluster.core.patch_node(node, {"metadata": {"labels": labels}})
+    evicted_before = audit_evictions(cluster, story.workloads)
+    with Sampler(lambda: observe(cluster, story), interval=0.5) as sampler:
+        playbook(cluster, "deploy", story.variables).succeeded()
+    assert not sampler.errors, sampler.errors[:3]
+    samples = sampler.values
+    assert samples
+    for name, gpus in others.items():
+        assert {sample[name]["gpus"] for sample in samples} == {gpus}, (name, gpus)
+    assert min(sample["serving"] for sample in samples) >= 1
+    # The plugin leaves last: no moment shows a pod using it on the node without it.
+    held = [sample[node] for sample in samples if leaving in [gpus for gpus, _gone in sample[node]["pods"].values()]]
+    assert held, "the sampler never saw the node's GPU pods"
+    assert all(leaving in sample["plugins"] for sample in held), [s for s in held if leaving not in s["plugins"]]
+    return audit_evictions(cluster, story.workloads)[len(evicted_before):]
+
+
+def test_switching_a_node_to_the_device_plugin_and_back_evicts_only_its_gpu_pods_and_keeps_every_other_nodes_gpus(
+        cluster, story):
+    dp, dra_l4, dra_h100 = story.nodes
+    workloads = story.workloads
+    cluster.apps.create_namespaced_deployment(workloads, serve_deployment(story.spec))
+    kubernetes.client.PolicyV1Api(cluster.client).create_namespaced_pod_disruption_budget(workloads, {
+        "metadata": {"name": "serve"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "serve"}}}})
+    # A claim on each DRA node, and a pod without GPUs on the node that switches.
+    claim_pod(cluster, workloads, "claimer", {"deviceClassName": "gpu.nvidia.com"}, node=dra_l4)
+    claim_pod(cluster, workloads, "hopper", {"deviceClassName": "gpu.nvidia.com"}, node=dra_h100)
+    cluster.core.create_namespaced_pod(workloads, {"metadata": {"name": "bystander"}, "spec": {
+        "nodeSelector": {"kubernetes.io/hostname": dra_l4},
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "containers": [{"name": "web", "image": WORKLOAD_IMAGE, "command": ["sleep", "infinity"]}]}})
+    wait_for(lambda: {name: running_on(cluster, workloads, name) for name in ("claimer", "hopper", "bystander")} == {
+        "claimer": dra_l4, "hopper": dra_h100, "bystander": dra_l4}, message="the claim pods and the bystander running")
+    wait_for(lambda: [p.spec.node_name for p in cluster.core.list_namespaced_pod(workloads, label_selector="app=serve")
+                      .items if p.status.phase == "Running"] == [dp], message="one serve replica, on the device-plugin node")
+    # What must stay: the bystander, the claim on the other DRA node, the serve replica on the device-plugin node.
+    kept = {p.metadata.name: p.metadata.uid for p in cluster.core.list_namespaced_pod(workloads).items
+            if p.metadata.name != "claimer" and p.spec.node_name}
+
+    # To the device plugin: the claim holder there is evicted while the kubelet plugin can still unprepare it.
+    assert switch(cluster, story, dra_l4, {DRA_ROLE: None}, KUBELET_PLUGIN) == ["claimer"]
+    node = cluster.core.read_node(dra_l4)
+    assert (node.metadata.labels.get("nvidia.com/gpu.deploy.device-plugin"),
+            node.metadata.labels.get("nvidia.com/gpu.deploy.dra-driver"), node.spec.unschedulable) == ("true", None, None)
+    assert observe(cluster, story)[dra_l4]["gpus"] == (2, 0)
+    cuda = cluster.batch.list_namespaced_job(story.namespace, label_selector="accelerators.gpu/validation=cuda").items
+    assert sorted(job.metadata.annotations["accelerators.gpu/node"] for job in cuda) == sorted([dp, dra_l4])
+    # The second serve replica finds the node's GPUs.
+    wait_for(lambda: running_on_nodes(cluster, workloads, "app=serve") == sorted([dp, dra_l4]),
+             message="a serve replica on each device-plugin node")
+    on_l4 = [p.metadata.name for p in cluster.core.list_namespaced_pod(workloads, label_selector="app=serve").items
+             if p.spec.node_name == dra_l4]
+
+    # Back to DRA: the serve replica there is evicted (the budget allows it, the other serves), the bystander stays.
+    assert switch(cluster, story, dra_l4, DRA_SELECTOR, DEVICE_PLUGIN) == on_l4
+    assert observe(cluster, story)[dra_l4]["gpus"] == (0, 2)
+    assert running_on_nodes(cluster, workloads, "app=serve") == [dp]
+    jobs = cluster.batch.list_namespaced_job(story.namespace, label_selector="accelerators.gpu/validation=dra").items
+    assert {job.metadata.annotations["accelerators.gpu/node"]: job.status.succeeded for job in jobs} == {
+        dra_h100: 1, dra_l4: 1}
+    # Nothing else was evicted or restarted.
+    now = {p.metadata.name: p.metadata.uid for p in cluster.core.list_namespaced_pod(workloads).items
+           if not p.metadata.deletion_timestamp}
+    assert {name: now.get(name) for name in kept} == kept
+
+    cluster.apps.delete_namespaced_deployment("serve", workloads)
+    for pod in ("hopper", "bystander"):
+        cluster.core.delete_namespaced_pod(pod, workloads)
+    for template in ("claimer", "hopper"):
+        call(cluster, "DELETE", RESOURCE + "/namespaces/%s/resourceclaimtemplates/%s" % (workloads, template))
+    wait_for(lambda: not cluster.core.list_namespaced_pod(workloads).items, message="the workloads gone")
+
+
+def running_on_nodes(cluster, namespace, label_selector):
+    return sorted(p.spec.node_name for p in cluster.core.list_namespaced_pod(namespace, label_selector=label_selector)
+                  .items if p.status.phase == "Running" and not p.metadata.deletion_timestamp)
 
 
 def audit_evictions(cluster, namespace):
-    """The pods of namespace evicted through the Eviction API, from the API server's audit log."""
+    """The pods of namespace evicted through the Eviction API, in order, from the API server's audit log."""
     evicted = []
     with open(cluster.audit_log) as log:
         for line in log:
@@ -256,3 +379,13 @@ def audit_evictions(cluster, namespace):
                     namespace, "pods", "eviction", "create") and (event.get("responseStatus") or {}).get("code") == 201:
                 evicted.append(ref["name"])
     return evicted
+
+
+def test_uninstall_removes_every_dra_object_and_leaves_the_cluster_as_before(cluster, story):
+    # A ComputeDomain of the earlier test goes with its CRD.
+    assert call(cluster, "GET", COMPUTE_DOMAINS % story.workloads)["items"]
+    playbook(cluster, "uninstall", story.variables).succeeded()
+    assert not any(slices_of(cluster, node) for node in story.nodes)
+    after = api.object_names(cluster.client)
+    assert {kind: names for kind, names in after.items() if names != story.before[kind]} == {}
+    assert "computedomains.resource.nvidia.com" not in after["crds"]
