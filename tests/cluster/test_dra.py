@@ -30,6 +30,8 @@ WORKLOAD_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
 COMPONENT = "app.kubernetes.io/component"
 DEVICE_PLUGIN, KUBELET_PLUGIN = "nvidia-device-plugin", "nvidia-dra-driver-kubelet-plugin"
 COMPUTE_DOMAINS = "/apis/resource.nvidia.com/v1beta1/namespaces/%s/computedomains"
+# A driver newer than the default (common_driver_version), which the story's rollout takes every node to.
+NEW_DRIVER = "580.95.05"
 
 
 def dra_fleet():
@@ -379,6 +381,31 @@ def audit_evictions(cluster, namespace):
                     namespace, "pods", "eviction", "create") and (event.get("responseStatus") or {}).get("code") == 201:
                 evicted.append(ref["name"])
     return evicted
+
+
+def test_a_driver_change_rolls_through_the_dra_nodes_each_validated_with_a_gpu_from_a_claim(cluster, story):
+    """A DRA node advertises no nvidia.com/gpu: the rollout's CUDA check there gets its GPU from a ResourceClaim of
+    the validation template (a Job asking for nvidia.com/gpu would never be scheduled, and the line would stop)."""
+    values = dict(story.variables, common_driver_version=NEW_DRIVER)
+    playbook(cluster, "deploy", values).succeeded()
+    story.variables = values
+    drivers = cluster.core.list_namespaced_pod(story.namespace, label_selector=COMPONENT + "=nvidia-driver").items
+    assert sorted(pod.spec.node_name for pod in drivers if NEW_DRIVER in pod.spec.containers[0].image) == sorted(
+        story.nodes)
+    jobs = cluster.batch.list_namespaced_job(story.namespace,
+                                             label_selector="accelerators.gpu/validation=driver-upgrade-cuda").items
+    claims = {}
+    for job in jobs:
+        pod = job.spec.template.spec
+        assert job.status.succeeded == 1, job.metadata.name
+        claims[job.metadata.annotations["accelerators.gpu/node"]] = (
+            [claim.resource_claim_template_name for claim in pod.resource_claims or []],
+            (pod.containers[0].resources.limits or {}).get("nvidia.com/gpu"))
+    dra = sorted(node.metadata.name for node in cluster.core.list_node(label_selector=DRA_ROLE).items
+                 if node.metadata.name in story.nodes)
+    assert len(dra) == 2, dra
+    assert claims == dict([(name, (["nvidia-dra-validation-gpu"], None)) for name in dra] + [
+        (name, ([], "1")) for name in story.nodes if name not in dra]), claims
 
 
 def test_uninstall_removes_every_dra_object_and_leaves_the_cluster_as_before(cluster, story):
