@@ -13,6 +13,16 @@ CLASSES = ('gpu.nvidia.com', 'mig.nvidia.com')
 API = '/apis/resource.k8s.io/v1'
 
 
+def published_devices(slices):
+    """{node: the devices its ResourceSlices of the NVIDIA DRA driver publish}."""
+    published = {}
+    for resource_slice in slices:
+        spec = resource_slice.get('spec') or {}
+        if spec.get('driver') == DRIVER and spec.get('nodeName'):
+            published[spec['nodeName']] = published.get(spec['nodeName'], 0) + len(spec.get('devices') or [])
+    return published
+
+
 def allocation_results(claim):
     """The devices the scheduler allocated to a ResourceClaim: [{request, driver, pool, device}]."""
     return ((((claim.get('status') or {}).get('allocation') or {}).get('devices') or {}).get('results')) or []

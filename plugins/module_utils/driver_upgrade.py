@@ -14,7 +14,8 @@ __metaclass__ = type
 import math
 import re
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import DRIVER_UPGRADE_STATE_LABEL
+from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import (
+    DEPLOY_LABEL_PREFIX, DRA_DRIVER, DRIVER_UPGRADE_STATE_LABEL)
 from ansible_collections.accelerators.gpu.plugins.module_utils.readiness import (
     REVISION_HASH_LABEL, allocatable_count, newest_revision_hash, owned_by, pod_is_ready, pod_node)
 
@@ -73,12 +74,22 @@ def _node_ready(node):
     return False
 
 
-def node_driver_states(nodes, daemonsets, revisions, pods):
+DRA_DEPLOY_LABEL = DEPLOY_LABEL_PREFIX + DRA_DRIVER
+
+
+def runs_dra_driver(node):
+    """Whether a node's GPUs come through the DRA driver (its ResourceSlices), not nvidia.com/gpu."""
+    return ((node.get('metadata') or {}).get('labels') or {}).get(DRA_DEPLOY_LABEL) == 'true'
+
+
+def node_driver_states(nodes, daemonsets, revisions, pods, dra_devices=None):
     """Per node, what its driver and upgrade state are: a list of dicts, sorted by node name.
 
     nodes: GPU nodes with a driver of this collection (Node objects); daemonsets: the managed driver DaemonSets;
     revisions: their ControllerRevisions; pods: their pods. A pod is outdated when its controller-revision-hash is not
     its DaemonSet's newest; a DaemonSet whose controller has not yet processed its spec makes its pods 'unknown'.
+    dra_devices: {node: devices its ResourceSlices publish}, the GPUs of a node in DRA mode (runs_dra_driver), which
+    advertises no nvidia.com/gpu.
     """
     newest = {}
     for daemonset in daemonsets:
@@ -102,7 +113,7 @@ def node_driver_states(nodes, daemonsets, revisions, pods):
             'initially_unschedulable': annotations.get(INITIAL_STATE_ANNOTATION) == 'true',
             'failure': annotations.get(FAILURE_ANNOTATION, ''),
             'ready': _node_ready(node),
-            'gpus': _gpus(node),
+            'gpus': (dra_devices or {}).get(meta.get('name'), 0) if runs_dra_driver(node) else _gpus(node),
             'pod': None, 'pod_uid': None, 'daemonset': None, 'driver_ready': False, 'outdated': False,
             'revision_known': True,
         }

@@ -9,6 +9,7 @@ __metaclass__ = type
 
 import time
 
+from ansible_collections.accelerators.gpu.plugins.module_utils import dra
 from ansible_collections.accelerators.gpu.plugins.module_utils import driver_upgrade as du
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import APIError, TaskError
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_sync import MANAGED_DRIVERS_SELECTOR
@@ -46,7 +47,9 @@ class Rollout(object):
         nodes = [node for node in self.api.list_nodes(self.params['label_selector'])
                  if node['metadata']['name'] in served
                  or (node['metadata'].get('labels') or {}).get(du.STATE_LABEL) in du.IN_PROGRESS]
-        return du.node_driver_states(nodes, daemonsets, revisions, pods)
+        slices = (self.api.list_items(dra.API + '/resourceslices', field_selector='spec.driver=' + dra.DRIVER)
+                  if any(du.runs_dra_driver(node) for node in nodes) else [])
+        return du.node_driver_states(nodes, daemonsets, revisions, pods, dra.published_devices(slices))
 
     def settled_states(self):
         """read_states(), once every driver DaemonSet's controller has processed its spec (a DaemonSet updated a

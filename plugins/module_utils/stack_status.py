@@ -12,7 +12,7 @@ __metaclass__ = type
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import (
     NODE_FULL, POD_CELLS, POD_FULL, POD_READINESS, APIError)
 from ansible_collections.accelerators.gpu.plugins.module_utils.dra import (
-    API as RESOURCE_API, DRIVER as DRA_DRIVER, allocation_results, asks_for_gpus, claim_names)
+    API as RESOURCE_API, DRIVER as DRA_DRIVER, allocation_results, asks_for_gpus, claim_names, published_devices)
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import is_managed_driver, serves
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_upgrade import FAILURE_ANNOTATION, STATE_LABEL
 from ansible_collections.accelerators.gpu.plugins.module_utils.gfd_labels import driver_version, gpu_summary
@@ -107,11 +107,7 @@ def last_validations(jobs):
 
 def dra_devices(slices, claims):
     """({node: devices its gpu.nvidia.com ResourceSlices publish}, {node: devices of them allocated to claims})."""
-    published, allocated = {}, {}
-    for resource_slice in slices:
-        spec = resource_slice.get('spec') or {}
-        if spec.get('driver') == DRA_DRIVER and spec.get('nodeName'):
-            published[spec['nodeName']] = published.get(spec['nodeName'], 0) + len(spec.get('devices') or [])
+    published, allocated = published_devices(slices), {}
     for claim in claims:
         for result in allocation_results(claim):
             if result.get('driver') == DRA_DRIVER:
@@ -389,7 +385,9 @@ def run(module, api):
     facts, nodes, warnings = read_gpu_nodes(api, params['label_selector'])
     daemonsets = api.list_daemonsets(params['namespace'], DRIVER_DAEMONSETS_SELECTOR)
     pods = read_operand_pods(api, params['namespace'], daemonsets)
-    dra = read_dra(api)
+    # DRA is read only where a node runs its stack: a status token without the resource.k8s.io reads keeps working
+    # on the clusters that have none.
+    dra = read_dra(api) if any(fact['deploy_labels'].get(DRA_DEPLOY_LABEL) == 'true' for fact in facts) else None
     rows = node_rows(facts, nodes, pods, api.list_jobs(params['namespace'], VALIDATION_SELECTOR), daemonsets,
                      dra=dra_devices(dra[0], dra[1]) if dra else None)
     claims = pending_claims(dra[1], dra[2]) if dra else []

@@ -118,6 +118,19 @@ def test_an_outdated_node_already_down_costs_no_budget():
     assert du.rollout_plan(states_of(nodes, pods, ds), 0, 1)['wave'] == ['a']
 
 
+def test_a_dra_node_is_available_by_the_devices_its_resource_slices_publish_not_by_nvidia_com_gpu():
+    ds = daemonset()
+    nodes = [node('dra', gpus=0), node('dra-down', gpus=0), node('plugin')]
+    for entry in nodes[:2]:
+        entry['metadata']['labels'][du.DRA_DEPLOY_LABEL] = 'true'
+    pods = [driver_pod(name, OLD, ds) for name in ('dra', 'dra-down', 'plugin')]
+    states = du.node_driver_states(nodes, [ds], revisions(ds, [OLD, NEW]), pods, {'dra': 2})
+    assert [(s['name'], s['gpus'], s['available']) for s in states] == [
+        ('dra', 2, True), ('dra-down', 0, False), ('plugin', 2, True)]
+    # The DRA node without published devices takes the budget of one, as a device-plugin node without GPUs would.
+    assert du.rollout_plan(states, 0, 1)['wave'] == ['dra-down']
+
+
 def test_steps_follow_the_options_and_stop_once_the_driver_was_replaced():
     assert du.steps({'cordon': True, 'drain': {'enable': False}}, '') == [
         du.CORDON_REQUIRED, du.POD_DELETION_REQUIRED, du.POD_RESTART_REQUIRED]
