@@ -76,9 +76,10 @@ docs-lint: docs-src ## antsibull-docs' collection docs lint (plugins, roles, doc
 	$(DOCS_ENV) antsibull-changelog lint
 	$(DOCS_ENV) antsibull-changelog lint-changelog-yaml changelogs/changelog.yaml
 
-# Two workers, each with a local cluster of its own; a file's tests stay on one worker (they may share a module-scoped
-# fleet). PYTEST_WORKERS=0: one process.
-PYTEST_WORKERS ?= 2
+# Four workers, each with a local cluster of its own; a file's tests stay on one worker (they may share a module-scoped
+# fleet). The tests mostly wait on simulated nodes and polls: one worker keeps a core busy a third of the time, four
+# keep both busy. PYTEST_WORKERS=0: one process.
+PYTEST_WORKERS ?= 4
 pytest: deps collection ## unit tests and integration tests against a local control plane (the matrix apart), on PYTEST_WORKERS workers
 	python -m pytest tests --ignore=tests/matrix -n $(PYTEST_WORKERS) --dist loadfile
 
