@@ -16,7 +16,7 @@ from ansible_collections.accelerators.gpu.plugins.module_utils.dra import (
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import is_managed_driver, serves
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_upgrade import FAILURE_ANNOTATION, STATE_LABEL
 from ansible_collections.accelerators.gpu.plugins.module_utils.gfd_labels import driver_version, gpu_summary
-from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import node_facts
+from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import DRA_DRIVER as DRA_OPERAND, node_facts
 from ansible_collections.accelerators.gpu.plugins.module_utils.readiness import selector_string
 
 COMPONENT = 'app.kubernetes.io/component'
@@ -41,7 +41,6 @@ MIG_STATE_LABEL = 'nvidia.com/mig.config.state'
 # The DRA stack: the NVIDIA DRA driver's kubelet plugin on the nodes labelled for it instead of the device plugin; its
 # ResourceSlices (one pool per node, named after it) and the claims the scheduler allocated from them.
 DRA_PLUGIN = 'nvidia-dra-driver-kubelet-plugin'
-DRA_DEPLOY_LABEL = 'dra-driver'
 CHECK_LABEL = 'accelerators.gpu/validation'
 NODE_ANNOTATION = 'accelerators.gpu/node'
 # What the status reads in the stack's namespace.
@@ -103,6 +102,11 @@ def last_validations(jobs):
         if known is None or when >= known['time']:
             found[node][check] = {'result': _job_result(job), 'time': when}
     return found
+
+
+def in_dra_stack(fact):
+    """Whether a GPU node (its nfd_labels facts) is labelled for the DRA kubelet plugin (nvidia.com/gpu.deploy.dra-driver)."""
+    return (fact.get('deploy_labels') or {}).get(DRA_OPERAND) == 'true'
 
 
 def dra_devices(slices, claims):
@@ -182,7 +186,7 @@ def node_rows(facts, nodes, pods, jobs, daemonsets=None, resource='nvidia.com/gp
         labels = metadata.get('labels') or {}
         row.update(mig_config=labels.get(MIG_CONFIG_LABEL), mig_config_state=labels.get(MIG_STATE_LABEL))
         row.update(sharing_info(labels))
-        in_dra = (fact.get('deploy_labels') or {}).get(DRA_DEPLOY_LABEL) == 'true'
+        in_dra = in_dra_stack(fact)
         row.update(stack='dra' if in_dra else 'device-plugin',
                    dra_driver=pod_readiness(on_node[DRA_PLUGIN]) if DRA_PLUGIN in on_node else '-',
                    dra_devices=published.get(name, 0) if in_dra else None,
@@ -387,7 +391,7 @@ def run(module, api):
     pods = read_operand_pods(api, params['namespace'], daemonsets)
     # DRA is read only where a node runs its stack: a status token without the resource.k8s.io reads keeps working
     # on the clusters that have none.
-    dra = read_dra(api) if any(fact['deploy_labels'].get(DRA_DEPLOY_LABEL) == 'true' for fact in facts) else None
+    dra = read_dra(api) if any(in_dra_stack(fact) for fact in facts) else None
     rows = node_rows(facts, nodes, pods, api.list_jobs(params['namespace'], VALIDATION_SELECTOR), daemonsets,
                      dra=dra_devices(dra[0], dra[1]) if dra else None)
     claims = pending_claims(dra[1], dra[2]) if dra else []
