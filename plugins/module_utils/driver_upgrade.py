@@ -113,6 +113,7 @@ def node_driver_states(nodes, daemonsets, revisions, pods, dra_devices=None):
             'initially_unschedulable': annotations.get(INITIAL_STATE_ANNOTATION) == 'true',
             'failure': annotations.get(FAILURE_ANNOTATION, ''),
             'ready': _node_ready(node),
+            'dra': runs_dra_driver(node),
             'gpus': (dra_devices or {}).get(meta.get('name'), 0) if runs_dra_driver(node) else _gpus(node),
             'pod': None, 'pod_uid': None, 'daemonset': None, 'driver_ready': False, 'outdated': False,
             'revision_known': True,

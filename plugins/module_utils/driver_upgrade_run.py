@@ -139,6 +139,7 @@ class Rollout(object):
         return {
             'ready': [entry['name'] for entry in ready],
             'validation_keys': dict((entry['name'], entry['pod_uid']) for entry in ready),
+            'dra_nodes': [entry['name'] for entry in ready if entry['dra']],
             'failures': failed,
             'seconds': round(self.clock() - started, 1),
         }

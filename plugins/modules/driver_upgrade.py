@@ -238,6 +238,12 @@ validation_keys:
   description: With O(action=upgrade), by node of RV(ready), the uid of its new driver pod (the validation key).
   returned: action upgrade
   type: dict
+dra_nodes:
+  description: With O(action=upgrade), the nodes of RV(ready) in DRA mode (labelled C(nvidia.com/gpu.deploy.dra-driver=true)),
+    whose GPUs come from ResourceClaims, not C(nvidia.com/gpu).
+  returned: action upgrade
+  type: list
+  elements: str
 seconds:
   description: With O(action=upgrade), how long the wave took.
   returned: action upgrade
