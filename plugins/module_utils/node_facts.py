@@ -239,22 +239,32 @@ def in_dra_mode(facts, dra_selector):
 
 
 def _allocator(facts, operands, dra_selector):
-    """(the allocator operand the node's mode wants, the other one) among those deployed."""
-    if DRA_DRIVER in operands and in_dra_mode(facts, dra_selector):
-        return DRA_DRIVER, DEVICE_PLUGIN
-    return DEVICE_PLUGIN, DRA_DRIVER
+    """(the allocator operand the node's mode wants, the other one, whether the other still holds the node).
+
+    The other holds it while its label is set to anything but 'false' (true, or paused by the MIG manager) if it is
+    among operands; if it is not (the DRA stack switched off altogether), while its label is 'true' and the wanted one's
+    is not: its plugin runs there until the switch has taken away the pods it serves."""
+    deploy = facts['deploy_labels']
+    wanted, other = ((DRA_DRIVER, DEVICE_PLUGIN) if DRA_DRIVER in operands and in_dra_mode(facts, dra_selector)
+                     else (DEVICE_PLUGIN, DRA_DRIVER))
+    if other in operands:
+        holds = deploy.get(other) not in (None, 'false')
+    else:
+        holds = wanted in operands and deploy.get(other) == 'true' and deploy.get(wanted) != 'true'
+    return wanted, other, holds
 
 
 def mode_switch(node_facts_or_node, operands, dra_selector):
     """The allocator operand a GPU node must switch to (device-plugin or dra-driver), or None: the node's mode wants
-    one while the other's deploy label is 'true'. The switch is a rollout (GPU workloads evicted first, the leaving
+    one while the other's deploy label is 'true', the other deployed or not (a node of the DRA stack switched off
+    altogether switches to the device plugin). The switch is a rollout (GPU workloads evicted first, the leaving
     plugin last), which plan_gpu_node_labels leaves to the dra_driver role."""
     facts = node_facts_or_node if 'labels' in node_facts_or_node else node_facts(node_facts_or_node)
     deploy = facts['deploy_labels']
     if not facts['gpu_present'] or deploy.get(OPERANDS_SWITCH) == 'false':
         return None
-    wanted, other = _allocator(facts, operands, dra_selector)
-    if wanted in operands and other in operands and deploy.get(other) == 'true' and deploy.get(wanted) != 'true':
+    wanted, other, holds = _allocator(facts, operands, dra_selector)
+    if wanted in operands and holds and deploy.get(other) == 'true' and deploy.get(wanted) != 'true':
         return wanted
     return None
 
@@ -277,7 +287,9 @@ def plan_gpu_node_labels(node_facts_or_node, operands=None, present=True, dra_se
 
     The device plugin and the DRA kubelet plugin (dra-driver) are one or the other: a node whose labels match
     dra_selector (in_dra_mode) gets dra-driver when it is among operands, any other gets device-plugin; a node whose
-    other one is set (other than 'false') keeps its labels (a mode switch, mode_switch(), is the dra_driver role's rollout).
+    other one is set (other than 'false') keeps its labels (a mode switch, mode_switch(), is the dra_driver role's
+    rollout), and so does a node labelled dra-driver=true when dra-driver is no longer among operands (the DRA stack
+    switched off: its switch to the device plugin too).
     Removal (kill switch nvidia.com/gpu.deploy.operands=false, GPU gone, present=False) takes away every
     nvidia.com/gpu.deploy.* label whose value is 'true'. Other values ('false', 'pre-installed',
     'paused-for-driver-upgrade') are kept, unlike the GPU Operator, which removes all: they schedule no
@@ -315,12 +327,12 @@ def plan_gpu_node_labels(node_facts_or_node, operands=None, present=True, dra_se
     if deploy.get(OPERANDS_SWITCH) == 'false':
         changes.update(remove_true(lambda operand: True))
         return changes
-    changes.update(remove_true(lambda operand: operand in OPERANDS and operand not in operands))
-    wanted, other = _allocator(facts, operands, dra_selector)
-    # The other one holds the node while its label is set to anything but 'false' (true, or paused by the MIG manager).
-    switching = other in operands and deploy.get(other) not in (None, 'false')
+    wanted, other, holds = _allocator(facts, operands, dra_selector)
+    # The allocator that holds the node keeps its label, even switched off, until the switch.
+    changes.update(remove_true(lambda operand: operand in OPERANDS and operand not in operands
+                               and not (holds and operand == other)))
     for operand in operands:
-        if operand in (DEVICE_PLUGIN, DRA_DRIVER) and (operand != wanted or switching):
+        if operand in (DEVICE_PLUGIN, DRA_DRIVER) and (operand != wanted or holds):
             continue
         if operand not in deploy:
             changes[DEPLOY_LABEL_PREFIX + operand] = 'true'

@@ -74,7 +74,7 @@ options:
     description:
       - Set C(nvidia.com/gpu.present=true) and each absent C(nvidia.com/gpu.deploy.<operand>=true) of O(operands) on
         GPU nodes, and remove the C(true) label of every other operand the collection deploys (its state is switched
-        off);
+        off; but see O(dra_node_selector) for C(dra-driver));
         set C(nvidia.com/gpu.present=false) and remove C(true) deploy labels on nodes whose GPU is gone (NFD labels
         them, without an NVIDIA PCI device).
       - Check mode sends the label patches as server-side dry runs; with C(--diff) the result shows each node's
@@ -117,7 +117,9 @@ options:
         neither gets C(nvidia.com/gpu.deploy.dra-driver=true) when it matches (and C(dra-driver) is among
         O(operands)), C(nvidia.com/gpu.deploy.device-plugin=true) otherwise.
       - A node labelled for one whose mode now wants the other keeps its labels; it is returned in RV(mode_switches),
-        for a switch that evicts its GPU workloads first (role C(dra_driver)).
+        for a switch that evicts its GPU workloads first (role C(dra_driver)). So does a node labelled
+        C(nvidia.com/gpu.deploy.dra-driver=true) when C(dra-driver) is no longer among O(operands) (the DRA stack
+        switched off), which its kubelet plugin serves until its switch to the device plugin.
     type: dict
     default: {}
 attributes:
@@ -162,7 +164,8 @@ RETURN = r'''
 mode_switches:
   description:
     - GPU nodes whose stack mode (O(dra_node_selector)) wants the other of C(device-plugin) and C(dra-driver) than the
-      one they are labelled for, by name, with the operand to switch to.
+      one they are labelled for, by name, with the operand to switch to; with C(dra-driver) not among O(operands), the
+      nodes still labelled C(nvidia.com/gpu.deploy.dra-driver=true), to C(device-plugin).
   returned: always
   type: dict
   sample: {gpu-node-3: dra-driver}

@@ -334,3 +334,45 @@ def test_a_node_changing_mode_is_left_to_the_switch(labelled, selector, target):
     assert not [key for key, value in changes.items()
                 if key in (DEPLOY + 'device-plugin', DEPLOY + 'dra-driver') and value is not None]
     assert mode_switch(node, OPERANDS, selector) == target
+
+
+@pytest.mark.parametrize('role', [DRA, {}])
+def test_a_dra_node_of_a_dra_stack_switched_off_is_left_to_the_switch_to_the_device_plugin(role):
+    """DRA off altogether (no dra-driver among the operands, no selector): a node labelled dra-driver=true, in the
+    DRA role or out of it, keeps its label and gets no device plugin label until the switch (pods holding claims
+    evicted while the kubelet plugin can still unprepare them); then the plan has nothing left to do."""
+    without = [operand for operand in OPERANDS if operand != 'dra-driver']
+    labels = dict(role, **{GPU_PRESENT_LABEL: 'true'})
+    labels.update((key, value) for key, value in _deploy_all().items() if key != DEPLOY + 'device-plugin')
+    labels[DEPLOY + 'dra-driver'] = 'true'
+    node = rhcos_node('w1', extra=labels)
+    assert plan_gpu_node_labels(node, without, dra_selector={}) == {}
+    assert mode_switch(node, without, {}) == 'device-plugin'
+    switched = apply_label_changes(node, {DEPLOY + 'dra-driver': None, DEPLOY + 'device-plugin': 'true'})
+    assert plan_gpu_node_labels(switched, without, dra_selector={}) == {}
+    assert mode_switch(switched, without, {}) is None
+
+
+@pytest.mark.parametrize('labelled, changes', [
+    # Both set: the device plugin is there already, nothing to switch; the label of the state switched off goes.
+    ({'dra-driver': 'true', 'device-plugin': 'true'}, {DEPLOY + 'dra-driver': None}),
+    # Paused (no kubelet plugin runs there) or opted out: the device plugin's label at once, the other value kept.
+    ({'dra-driver': 'paused-for-mig-change'}, {DEPLOY + 'device-plugin': 'true'}),
+    ({'dra-driver': 'false'}, {DEPLOY + 'device-plugin': 'true'}),
+])
+def test_a_dra_stack_switched_off_switches_only_nodes_its_kubelet_plugin_runs_on(labelled, changes):
+    without = [operand for operand in OPERANDS if operand != 'dra-driver']
+    extra = dict(_deploy_all(), **{GPU_PRESENT_LABEL: 'true'})
+    del extra[DEPLOY + 'device-plugin']
+    extra.update((DEPLOY + operand, value) for operand, value in labelled.items())
+    node = rhcos_node('w1', extra=extra)
+    assert plan_gpu_node_labels(node, without, dra_selector={}) == changes
+    assert mode_switch(node, without, {}) is None
+
+
+def test_a_node_without_gpu_loses_the_dra_label_of_a_dra_stack_switched_off():
+    without = [operand for operand in OPERANDS if operand != 'dra-driver']
+    node = rhcos_node('w1', gpu=False, extra={GPU_PRESENT_LABEL: 'true', DEPLOY + 'dra-driver': 'true'})
+    assert plan_gpu_node_labels(node, without, dra_selector={}) == {
+        DEPLOY + 'dra-driver': None, GPU_PRESENT_LABEL: 'false'}
+    assert mode_switch(node, without, {}) is None
