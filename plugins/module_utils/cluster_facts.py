@@ -1,8 +1,9 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """What the states of the stack need to know about the cluster before they apply anything, read in one go:
-whether it is OpenShift and which version, the container runtime of the toolkit's nodes, the operand namespace, an NFD already
-running, the CRDs and namespaces of optional integrations, whether the cluster's Proxy sets anything."""
+whether it is OpenShift and which version, the container runtime of the toolkit's nodes, the nodes still labelled for
+the DRA kubelet plugin, the operand namespace, an NFD already running, the CRDs and namespaces of optional
+integrations, whether the cluster's Proxy sets anything."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -10,7 +11,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import NODE_INFO
+from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import NODE_INFO, NODE_LABELS
 from ansible_collections.accelerators.gpu.plugins.module_utils.proxy import proxy_configured
 
 CLUSTER_VERSION = '/apis/config.openshift.io/v1/clusterversions/version'
@@ -50,7 +51,7 @@ def running(objects, namespaces):
 
 
 def read_facts(api, namespace, detect_openshift, runtime_label_selector, daemonset_name, crd_names, proxy=False,
-               namespace_names=()):
+               namespace_names=(), labelled_nodes_selector=None):
     """The facts, as cluster_facts returns them. api: a ClusterAPI."""
     facts = {'namespace': api.read_optional(NAMESPACE % namespace)[0]}
     if detect_openshift:
@@ -58,6 +59,9 @@ def read_facts(api, namespace, detect_openshift, runtime_label_selector, daemons
         facts['openshift_version'] = openshift_version(cluster_version)
     if runtime_label_selector is not None:
         facts['container_runtimes'] = container_runtimes(api.list_nodes(runtime_label_selector or None, view=NODE_INFO))
+    if labelled_nodes_selector:
+        facts['labelled_nodes'] = sorted(node['metadata']['name']
+                                         for node in api.list_nodes(labelled_nodes_selector, view=NODE_LABELS))
     if daemonset_name:
         daemonsets = api.list_daemonsets_named(daemonset_name)
         namespaces = dict((name, api.read_optional(NAMESPACE % name)[0])

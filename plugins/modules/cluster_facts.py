@@ -14,7 +14,8 @@ author: accelerators.gpu developers (@accelerators-gpu)
 description:
   - Reads, in one module run instead of one per object, the operand namespace, whether the API server serves
     OpenShift's C(config.openshift.io) API and the OpenShift version, the container runtime of selected nodes, the
-    DaemonSets of a name in every namespace, and which of some CustomResourceDefinitions and namespaces exist.
+    names of labelled nodes, the DaemonSets of a name in every namespace, and which of some CustomResourceDefinitions
+    and namespaces exist.
   - Never changes anything. Every result carries I(api_requests), the API requests sent, by HTTP verb, and
     I(api_response_bytes), the bytes of the answers.
 options:
@@ -32,6 +33,11 @@ options:
     description:
       - Label selector of the nodes whose container runtime to report in RV(container_runtimes); an empty string
         selects every node. Omitted, no node is read.
+    type: str
+  labelled_nodes_selector:
+    description:
+      - Label selector of the nodes whose names to return in RV(labelled_nodes), such as
+        C(nvidia.com/gpu.deploy.dra-driver=true). Omitted, no node is read for it.
     type: str
   daemonset_name:
     description: Name of DaemonSets to find in every namespace (RV(daemonsets)), such as C(nfd-worker).
@@ -91,6 +97,12 @@ container_runtimes:
       (V(containerd), V(crio) for CRI-O).
   returned: when O(runtime_label_selector) is given
   type: dict
+labelled_nodes:
+  description: The names of the nodes O(labelled_nodes_selector) selects, sorted.
+  returned: when O(labelled_nodes_selector) is given
+  type: list
+  elements: str
+  sample: [gpu-node-3, gpu-node-4]
 daemonsets:
   description: The DaemonSets named O(daemonset_name), each as namespace and name.
   returned: when O(daemonset_name) is given
@@ -137,6 +149,7 @@ def main():
         namespace=dict(type='str', required=True),
         detect_openshift=dict(type='bool', default=True),
         runtime_label_selector=dict(type='str'),
+        labelled_nodes_selector=dict(type='str'),
         daemonset_name=dict(type='str'),
         crd_names=dict(type='list', elements='str', default=[]),
         namespace_names=dict(type='list', elements='str', default=[]),
@@ -144,7 +157,7 @@ def main():
     ), lambda module, api: dict(changed=False, **read_facts(
         api, module.params['namespace'], module.params['detect_openshift'], module.params['runtime_label_selector'],
         module.params['daemonset_name'], module.params['crd_names'], module.params['check_proxy'],
-        module.params['namespace_names'])))
+        module.params['namespace_names'], module.params['labelled_nodes_selector'])))
 
 
 if __name__ == '__main__':

@@ -5,8 +5,9 @@ import json
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_facts import (
     container_runtimes, openshift_version, read_facts, runtime_name)
+from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.protobuf_encoding import metadata_list
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.test_cluster_api import (
-    DynamicClient, make_api)
+    METADATA_ACCEPT, DynamicClient, make_api)
 
 NAMESPACE = {'kind': 'Namespace', 'metadata': {'name': 'gpu', 'labels': {'app.kubernetes.io/managed-by': 'x'}}}
 CRD_PATH = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/%s'
@@ -74,6 +75,21 @@ def test_a_missing_namespace_and_plain_kubernetes_read_only_what_is_asked(monkey
                      'namespaces': []}
     assert [path for _method, path, _body, _params in client.requests] == [
         '/api/v1/namespaces/gpu', '/apis/config.openshift.io/v1/clusterversions/version']
+
+
+def test_the_labelled_nodes_are_read_as_their_metadata_without_annotations(monkeypatch):
+    """The nodes still labelled for the DRA kubelet plugin, say: names only, from the protobuf metadata list."""
+    labelled = [{'metadata': {'name': name, 'labels': {'nvidia.com/gpu.deploy.dra-driver': 'true'}}}
+                for name in ('gpu-9', 'gpu-3')]
+    client = DynamicClient({
+        ('GET', '/api/v1/namespaces/gpu'): NAMESPACE,
+        ('GET', '/api/v1/nodes'): lambda params: metadata_list(labelled)})
+    facts = read_facts(make_api(monkeypatch, client), 'gpu', False, None, None, [],
+                       labelled_nodes_selector='nvidia.com/gpu.deploy.dra-driver=true')
+    assert facts['labelled_nodes'] == ['gpu-3', 'gpu-9']
+    (nodes,) = [params for _method, path, _body, params in client.requests if path == '/api/v1/nodes']
+    assert (nodes['label_selector'], nodes['header_params']['Accept']) == (
+        'nvidia.com/gpu.deploy.dra-driver=true', METADATA_ACCEPT)
 
 
 def test_openshift_version_is_the_desired_one_or_none():
