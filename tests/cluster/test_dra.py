@@ -5,7 +5,9 @@ claim of gpu.nvidia.com starts only once the plugin prepared it, and goes only o
 node whose plugin left first, it stays Terminating (as with a real kubelet), so a mode switch in the wrong order fails.
 
 One module-scoped fleet of three nodes serves the tests, in order (one story, one deploy): a device-plugin node, and
-two DRA nodes of different products, one of which is switched to the device plugin and back.
+two DRA nodes of different products, one of which is switched to the device plugin and back; then the DRA stack is
+switched off altogether (both DRA nodes switched to the device plugin, one at a time) and on again before the
+uninstall.
 """
 
 import json
@@ -29,6 +31,8 @@ RESOURCE = "/apis/resource.k8s.io/v1"
 WORKLOAD_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
 COMPONENT = "app.kubernetes.io/component"
 DEVICE_PLUGIN, KUBELET_PLUGIN = "nvidia-device-plugin", "nvidia-dra-driver-kubelet-plugin"
+VALIDATOR = "nvidia-operator-validator"
+DRA_LABEL = "nvidia.com/gpu.deploy.dra-driver"
 COMPUTE_DOMAINS = "/apis/resource.nvidia.com/v1beta1/namespaces/%s/computedomains"
 # A driver newer than the default (common_driver_version), which the story's rollout takes every node to.
 NEW_DRIVER = "580.95.05"
@@ -260,13 +264,13 @@ def slice_lister(cluster):
 
 def observe(cluster, story):
     """One moment of the cluster: per node of the fleet, its allocatable nvidia.com/gpu and the devices its
-    ResourceSlices publish, its plugin pods (terminating ones too) and the workload pods on it, by name: how they get
-    GPUs (DEVICE_PLUGIN: nvidia.com/gpu, KUBELET_PLUGIN: a claim, None), terminating or not; and the serve replicas
-    running."""
-    nodes, plugins, pods, slices = at_one_revision(
+    ResourceSlices publish, whether it is cordoned and labelled for the kubelet plugin, its plugin pods and validator
+    pods (by DaemonSet; terminating ones too) and the workload pods on it, by name: how they get GPUs (DEVICE_PLUGIN:
+    nvidia.com/gpu, KUBELET_PLUGIN: a claim, None), terminating or not; and the serve replicas running."""
+    nodes, operands, pods, slices = at_one_revision(
         lambda: cluster.core.list_node(label_selector=selector(story.spec)),
-        lambda **at: cluster.core.list_namespaced_pod(
-            story.namespace, label_selector="%s in (%s, %s)" % (COMPONENT, DEVICE_PLUGIN, KUBELET_PLUGIN), **at),
+        lambda **at: cluster.core.list_namespaced_pod(story.namespace, label_selector="%s in (%s, %s, %s)" % (
+            COMPONENT, DEVICE_PLUGIN, KUBELET_PLUGIN, VALIDATOR), **at),
         lambda **at: cluster.core.list_namespaced_pod(story.workloads, **at),
         slice_lister(cluster))
     sample = {}
@@ -275,7 +279,12 @@ def observe(cluster, story):
         sample[name] = {
             "gpus": (int((node.status.allocatable or {}).get("nvidia.com/gpu", "0")),
                      sum(len(s["spec"]["devices"]) for s in slices if s["spec"].get("nodeName") == name)),
-            "plugins": sorted(p.metadata.labels[COMPONENT] for p in plugins if p.spec.node_name == name),
+            "cordoned": bool(node.spec.unschedulable),
+            "dra_label": (node.metadata.labels or {}).get(DRA_LABEL),
+            "plugins": sorted(p.metadata.labels[COMPONENT] for p in operands
+                              if p.spec.node_name == name and p.metadata.labels[COMPONENT] != VALIDATOR),
+            "validators": sorted(p.metadata.labels["app"] for p in operands
+                                 if p.spec.node_name == name and p.metadata.labels[COMPONENT] == VALIDATOR),
             "pods": {p.metadata.name: (gpus_from(p), bool(p.metadata.deletion_timestamp))
                      for p in pods if p.spec.node_name == name}}
     sample["serving"] = len([p for p in pods if (p.metadata.labels or {}).get("app") == "serve" and not
@@ -291,26 +300,34 @@ def gpus_from(pod):
     return None
 
 
-def switch(cluster, story, node, labels, leaving):
-    """Relabels node for the other mode and runs the deploy under a sampler; checks what must hold all along: the
-    other nodes' GPUs as they were, the PodDisruptionBudget's replica serving, and the plugin `leaving` on the node
-    as long as a pod getting its GPUs from it is there. Returns the workload pods evicted meanwhile."""
-    others = {name: observe(cluster, story)[name]["gpus"] for name in story.nodes if name != node}
-    cluster.core.patch_node(node, {"metadata": {"labels": labels}})
+def sampled_deploy(cluster, story, variables, nodes, leaving):
+    """Runs the deploy with variables under a sampler while nodes switch away from the plugin `leaving`; checks what
+    must hold all along: the other nodes' GPUs as they were, and on each switching node the plugin `leaving` as long
+    as a pod getting its GPUs from it is there. Returns the samples and the workload pods evicted meanwhile."""
+    others = {name: observe(cluster, story)[name]["gpus"] for name in story.nodes if name not in nodes}
     evicted_before = audit_evictions(cluster, story.workloads)
     with Sampler(lambda: observe(cluster, story), interval=0.5) as sampler:
-        playbook(cluster, "deploy", story.variables).succeeded()
+        playbook(cluster, "deploy", variables).succeeded()
     assert not sampler.errors, sampler.errors[:3]
     samples = sampler.values
     assert samples
     for name, gpus in others.items():
         assert {sample[name]["gpus"] for sample in samples} == {gpus}, (name, gpus)
-    assert min(sample["serving"] for sample in samples) >= 1
     # The plugin leaves last: no moment shows a pod using it on the node without it.
-    held = [sample[node] for sample in samples if leaving in [gpus for gpus, _gone in sample[node]["pods"].values()]]
-    assert held, "the sampler never saw the node's GPU pods"
+    held = [sample[node] for sample in samples for node in nodes
+            if leaving in [gpus for gpus, _gone in sample[node]["pods"].values()]]
+    assert held, "the sampler never saw the nodes' GPU pods"
     assert all(leaving in sample["plugins"] for sample in held), [s for s in held if leaving not in s["plugins"]]
-    return audit_evictions(cluster, story.workloads)[len(evicted_before):]
+    return samples, audit_evictions(cluster, story.workloads)[len(evicted_before):]
+
+
+def switch(cluster, story, node, labels, leaving):
+    """Relabels node for the other mode and runs the deploy under a sampler (sampled_deploy), the PodDisruptionBudget's
+    replica serving all along. Returns the workload pods evicted meanwhile."""
+    cluster.core.patch_node(node, {"metadata": {"labels": labels}})
+    samples, evicted = sampled_deploy(cluster, story, story.variables, [node], leaving)
+    assert min(sample["serving"] for sample in samples) >= 1
+    return evicted
 
 
 def test_switching_a_node_to_the_device_plugin_and_back_evicts_only_its_gpu_pods_and_keeps_every_other_nodes_gpus(
@@ -415,7 +432,102 @@ def test_a_driver_change_rolls_through_the_dra_nodes_each_validated_with_a_gpu_f
         (name, ([], "1")) for name in story.nodes if name not in dra]), claims
 
 
+def test_switching_the_dra_stack_off_rolls_its_nodes_to_the_device_plugin_one_at_a_time_before_its_objects_go(
+        cluster, story):
+    """common_dra_node_selector: {} after it selected nodes: each node still labelled for the kubelet plugin is
+    switched as one node is (cordoned, its claim holders evicted while the plugin can unprepare their claims,
+    relabelled, uncordoned once the device plugin advertises its GPUs), one at a time, and only then do the DRA objects
+    go."""
+    dp, dra_l4, dra_h100 = story.nodes
+    workloads = story.workloads
+    claim_pod(cluster, workloads, "holder", {"deviceClassName": "gpu.nvidia.com"}, node=dra_l4)
+    pinned = {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
+    cluster.core.create_namespaced_pod(workloads, {"metadata": {"name": "bystander"}, "spec": dict(pinned, **{
+        "nodeSelector": {"kubernetes.io/hostname": dra_h100},
+        "containers": [{"name": "web", "image": WORKLOAD_IMAGE, "command": ["sleep", "infinity"]}]})})
+    cluster.core.create_namespaced_pod(workloads, {"metadata": {"name": "steady"}, "spec": dict(pinned, **{
+        "nodeSelector": {"kubernetes.io/hostname": dp},
+        "containers": [{"name": "cuda", "image": WORKLOAD_IMAGE, "command": ["sleep", "infinity"],
+                        "resources": {"limits": {"nvidia.com/gpu": "1"}}}]})})
+    wait_for(lambda: {name: running_on(cluster, workloads, name) for name in ("holder", "bystander", "steady")} == {
+        "holder": dra_l4, "bystander": dra_h100, "steady": dp}, message="the holder, bystander and steady running")
+    running = {p.metadata.name: p.metadata.uid for p in cluster.core.list_namespaced_pod(workloads).items}
+    kept = {name: uid for name, uid in running.items() if name != "holder"}
+    before = api.object_names(cluster.client)
+    labelled = {node: cluster.core.read_node(node).metadata.labels for node in story.nodes}
+    values = dict(story.variables, common_dra_node_selector={})
+
+    # Check mode: each DRA node's switch reported (its evictions as dry runs), nothing changed.
+    checked = playbook(cluster, "deploy", values, check=True).succeeded()
+    assert sorted(result["evicted"] for _name, result in checked.results if "spared" in result) == [
+        [], ["%s/holder" % workloads]]
+    assert api.object_names(cluster.client) == before
+    assert {node: cluster.core.read_node(node).metadata.labels for node in story.nodes} == labelled
+    assert {p.metadata.name: p.metadata.uid for p in cluster.core.list_namespaced_pod(workloads).items} == running
+
+    samples, evicted = sampled_deploy(cluster, story, values, [dra_l4, dra_h100], KUBELET_PLUGIN)
+    assert evicted == ["holder"]
+    # One node at a time: never both DRA nodes cordoned or without GPUs at once.
+    down = [[node for node in (dra_l4, dra_h100) if sample[node]["cordoned"] or sum(sample[node]["gpus"]) == 0]
+            for sample in samples]
+    assert max(len(nodes) for nodes in down) == 1, [nodes for nodes in down if len(nodes) > 1]
+    # A DRA node keeps its own validator until its labels flip; the device-plugin one keeps off it until then (and is
+    # not rolled out anew on the other nodes, whose GPUs stayed as they were).
+    early = [(node, sample[node]["validators"]) for sample in samples for node in (dra_l4, dra_h100)
+             if sample[node]["dra_label"] == "true" and VALIDATOR in sample[node]["validators"]]
+    assert not early, early[:3]
+    # Then one validator DaemonSet for all (rolled out after the deploy, which does not wait for it).
+    wait_for(lambda: [observe(cluster, story)[node]["validators"] for node in story.nodes] == [[VALIDATOR]] * 3,
+             message="one validator pod of nvidia-operator-validator on each node")
+    now = observe(cluster, story)
+    assert {node: (now[node]["gpus"], now[node]["cordoned"], now[node]["plugins"]) for node in story.nodes} == {
+        dp: ((2, 0), False, [DEVICE_PLUGIN]), dra_l4: ((2, 0), False, [DEVICE_PLUGIN]),
+        dra_h100: ((1, 0), False, [DEVICE_PLUGIN])}
+    for node in story.nodes:
+        labels = cluster.core.read_node(node).metadata.labels
+        assert (labels.get("nvidia.com/gpu.deploy.device-plugin"), labels.get("nvidia.com/gpu.deploy.dra-driver")) == (
+            "true", None), node
+    # No pod left Terminating: the holder went (its claim unprepared), the others stand.
+    pods = cluster.core.list_namespaced_pod(workloads).items
+    assert {p.metadata.name: p.metadata.uid for p in pods} == kept
+    assert not [p.metadata.name for p in pods if p.metadata.deletion_timestamp]
+    # Every DRA object of the collection went (the ComputeDomain CRD stays with its ComputeDomains, as it does when
+    # ComputeDomains are switched off); nothing else did, here or cluster-wide (the namespaces of the session's
+    # earlier tests may still be going, with what they hold).
+    after = api.object_names(cluster.client)
+    namespace = story.namespace
+    accounts = ["compute-domain-daemon-service-account", "nvidia-dra-driver-controller",
+                "nvidia-dra-driver-kubeletplugin"]
+    gone = {kind: sorted(key for key in set(names) - set(after[kind]) if isinstance(key, str) or key[0] == namespace)
+            for kind, names in before.items() if kind != "namespaces"}
+    assert {kind: names for kind, names in gone.items() if names} == {
+        "daemonsets": [(namespace, "nvidia-dra-driver-kubelet-plugin"), (namespace, "nvidia-operator-validator-dra")],
+        "deployments": [(namespace, "nvidia-dra-driver-controller")],
+        "jobs": sorted((namespace, "nvidia-dra-validation-" + node) for node in (dra_l4, dra_h100)),
+        "serviceaccounts": [(namespace, name) for name in accounts],
+        "roles": [(namespace, name) for name in accounts],
+        "clusterroles": accounts,
+        "clusterrolebindings": accounts,
+        "deviceclasses": ["compute-domain-daemon.nvidia.com", "compute-domain-default-channel.nvidia.com",
+                          "gpu.nvidia.com", "mig.nvidia.com"],
+        "resourceslices": before["resourceslices"],
+        "resourceclaimtemplates": [(namespace, "nvidia-dra-validation-gpu")],
+        "validatingadmissionpolicies": ["resourceslices-policy-nvidia-dra-driver"],
+        "validatingadmissionpolicybindings": ["resourceslices-policy-nvidia-dra-driver"]}
+    assert "computedomains.resource.nvidia.com" in after["crds"]
+
+    assert playbook(cluster, "deploy", values).succeeded().stats["changed"] == 0
+
+    for pod in ("bystander", "steady"):
+        cluster.core.delete_namespaced_pod(pod, workloads)
+    call(cluster, "DELETE", RESOURCE + "/namespaces/%s/resourceclaimtemplates/holder" % workloads)
+    wait_for(lambda: not cluster.core.list_namespaced_pod(workloads).items, message="the workloads gone")
+
+
 def test_uninstall_removes_every_dra_object_and_leaves_the_cluster_as_before(cluster, story):
+    # DRA on again, as before the test above: its nodes switch back, so that there is a DRA stack to remove.
+    playbook(cluster, "deploy", story.variables).succeeded()
+    assert all(slices_of(cluster, node) for node in story.nodes[1:])
     # A ComputeDomain of the earlier test goes with its CRD.
     assert call(cluster, "GET", COMPUTE_DOMAINS % story.workloads)["items"]
     playbook(cluster, "uninstall", story.variables).succeeded()
