@@ -2,8 +2,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """What the states of the stack need to know about the cluster before they apply anything, read in one go:
 whether it is OpenShift and which version, the container runtime of the toolkit's nodes, the nodes still labelled for
-the DRA kubelet plugin, the operand namespace, an NFD already running, the CRDs and namespaces of optional
-integrations, whether the cluster's Proxy sets anything."""
+the DRA kubelet plugin, the operand namespace, an NFD already running, the CRDs, namespaces and ClusterRoles of
+optional integrations and of parts deployed before, whether the cluster's Proxy sets anything."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -17,6 +17,7 @@ from ansible_collections.accelerators.gpu.plugins.module_utils.proxy import prox
 CLUSTER_VERSION = '/apis/config.openshift.io/v1/clusterversions/version'
 NAMESPACE = '/api/v1/namespaces/%s'
 CRD = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/%s'
+CLUSTER_ROLE = '/apis/rbac.authorization.k8s.io/v1/clusterroles/%s'
 CLUSTER_PROXY = '/apis/config.openshift.io/v1/proxies/cluster'
 _RUNTIME_SCHEME = re.compile(r'^([^:]+)://')
 
@@ -51,7 +52,7 @@ def running(objects, namespaces):
 
 
 def read_facts(api, namespace, detect_openshift, runtime_label_selector, daemonset_name, crd_names, proxy=False,
-               namespace_names=(), labelled_nodes_selector=None):
+               namespace_names=(), labelled_nodes_selector=None, cluster_role_names=()):
     """The facts, as cluster_facts returns them. api: a ClusterAPI."""
     facts = {'namespace': api.read_optional(NAMESPACE % namespace)[0]}
     if detect_openshift:
@@ -71,6 +72,7 @@ def read_facts(api, namespace, detect_openshift, runtime_label_selector, daemons
             for item in running(daemonsets, namespaces)]
     facts['crds'] = [name for name in crd_names if api.read_optional(CRD % name)[0]]
     facts['namespaces'] = [name for name in namespace_names if api.read_optional(NAMESPACE % name)[0]]
+    facts['cluster_roles'] = [name for name in cluster_role_names if api.read_optional(CLUSTER_ROLE % name)[0]]
     if proxy:
         # Only whether: the values may hold credentials, which this module's result must not carry.
         facts['proxy_configured'] = proxy_configured(api.read_optional(CLUSTER_PROXY)[0])

@@ -52,6 +52,13 @@ options:
     type: list
     elements: str
     default: []
+  cluster_role_names:
+    description:
+      - Names of ClusterRoles whose existence to report in RV(cluster_roles), such as that of a part deployed before
+        (C(nvidia-dra-driver-kubeletplugin)).
+    type: list
+    elements: str
+    default: []
   check_proxy:
     description:
       - Report in RV(proxy_configured) whether the C(config.openshift.io/v1) C(Proxy) named C(cluster) sets a proxy or
@@ -118,6 +125,11 @@ namespaces:
   returned: always
   type: list
   elements: str
+cluster_roles:
+  description: The names in O(cluster_role_names) of the ClusterRoles that exist.
+  returned: always
+  type: list
+  elements: str
 proxy_configured:
   description: Whether the cluster's Proxy sets C(httpProxy), C(httpsProxy), C(noProxy) or C(trustedCA); false without one.
   returned: when O(check_proxy) is true
@@ -153,11 +165,13 @@ def main():
         daemonset_name=dict(type='str'),
         crd_names=dict(type='list', elements='str', default=[]),
         namespace_names=dict(type='list', elements='str', default=[]),
+        cluster_role_names=dict(type='list', elements='str', default=[]),
         check_proxy=dict(type='bool', default=False),
     ), lambda module, api: dict(changed=False, **read_facts(
         api, module.params['namespace'], module.params['detect_openshift'], module.params['runtime_label_selector'],
         module.params['daemonset_name'], module.params['crd_names'], module.params['check_proxy'],
-        module.params['namespace_names'], module.params['labelled_nodes_selector'])))
+        module.params['namespace_names'], module.params['labelled_nodes_selector'],
+        module.params['cluster_role_names'])))
 
 
 if __name__ == '__main__':

@@ -50,16 +50,20 @@ def test_every_fact_in_one_pass(monkeypatch):
         ('GET', CRD_PATH % 'podmonitors.monitoring.coreos.com'): missing('podmonitors.monitoring.coreos.com'),
         ('GET', '/api/v1/namespaces/openshift-config-managed'): {'kind': 'Namespace'},
         ('GET', '/api/v1/namespaces/openshift-console'): missing('openshift-console'),
+        ('GET', '/apis/rbac.authorization.k8s.io/v1/clusterroles/nvidia-dra-driver-kubeletplugin'): {
+            'kind': 'ClusterRole'},
+        ('GET', '/apis/rbac.authorization.k8s.io/v1/clusterroles/other'): missing('other'),
         ('GET', '/apis/config.openshift.io/v1/proxies/cluster'): {
             'kind': 'Proxy', 'spec': {}, 'status': {'httpsProxy': 'http://user:secret@proxy:3128'}}})
     facts = read_facts(make_api(monkeypatch, client), 'gpu', True, 'toolkit=true', 'nfd-worker',
                        ['servicemonitors.monitoring.coreos.com', 'podmonitors.monitoring.coreos.com'], proxy=True,
-                       namespace_names=['openshift-config-managed', 'openshift-console'])
+                       namespace_names=['openshift-config-managed', 'openshift-console'],
+                       cluster_role_names=['nvidia-dra-driver-kubeletplugin', 'other'])
     assert facts == {'namespace': NAMESPACE, 'openshift_api': True, 'openshift_version': '4.19.3',
                      'container_runtimes': {'gpu-0': 'crio'},
                      'daemonsets': [{'namespace': 'site-nfd', 'name': 'nfd-worker'}],
                      'crds': ['servicemonitors.monitoring.coreos.com'], 'namespaces': ['openshift-config-managed'],
-                     'proxy_configured': True}
+                     'cluster_roles': ['nvidia-dra-driver-kubeletplugin'], 'proxy_configured': True}
     params = dict((path, params) for _method, path, _body, params in client.requests)
     assert params['/api/v1/nodes']['label_selector'] == 'toolkit=true'
     assert params['/apis/apps/v1/daemonsets']['field_selector'] == 'metadata.name=nfd-worker'
@@ -72,7 +76,7 @@ def test_a_missing_namespace_and_plain_kubernetes_read_only_what_is_asked(monkey
         ('GET', '/apis/config.openshift.io/v1/clusterversions/version'): (404, '404 page not found\n')})
     facts = read_facts(make_api(monkeypatch, client), 'gpu', True, None, None, [])
     assert facts == {'namespace': None, 'openshift_api': False, 'openshift_version': None, 'crds': [],
-                     'namespaces': []}
+                     'namespaces': [], 'cluster_roles': []}
     assert [path for _method, path, _body, _params in client.requests] == [
         '/api/v1/namespaces/gpu', '/apis/config.openshift.io/v1/clusterversions/version']
 
