@@ -10,6 +10,10 @@ SANITY_ROOT := $(CURDIR)/.build/sanity/ansible_collections/accelerators/gpu
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PYTHONPATH := $(COLLECTIONS):$(CURDIR)/tools
+# Bytecode cached outside the checkout, also where the environment says not to write it (PYTHONDONTWRITEBYTECODE):
+# otherwise every pytest process (xdist's workers each collect) rewrites and compiles every test module anew.
+export PYTHONDONTWRITEBYTECODE :=
+export PYTHONPYCACHEPREFIX := $(dir $(VENV))pycache
 
 .PHONY: help deps collection test lint sanity build pytest matrix demo down clean bundle bench bench-modules bench-deploy bench-upgrade bench-fleet docs docs-lint docs-src
 
@@ -80,7 +84,7 @@ docs-lint: docs-src ## antsibull-docs' collection docs lint (plugins, roles, doc
 # keep both busy. PYTEST_WORKERS=0: one process.
 PYTEST_WORKERS ?= 4
 pytest: deps collection ## unit tests and integration tests against a local control plane (the matrix apart), on PYTEST_WORKERS workers
-	python -m pytest tests --ignore=tests/matrix -n $(PYTEST_WORKERS) --dist loadfile
+	python -m pytest tests --ignore=tests/matrix -n $(PYTEST_WORKERS) --dist loadgroup
 
 matrix: deps collection ## unit tests and a demo-fleet smoke per ansible-core/Python/kubernetes client combination; MATRIX=ci (oldest, newest), all, or names (python -m matrix list)
 	@python -m matrix list

@@ -96,14 +96,70 @@ def cluster(tmp_path_factory):
         plane.down()
 
 
+# The vanilla cluster's tests run as one xdist group (`--dist loadgroup`), on one worker and one after the other,
+# every other file as its own group (as `--dist loadfile` would): one worker starts the vanilla cluster, and stops it
+# after the group's last test, instead of every worker that got one of those files keeping one idle until the end.
+VANILLA_GROUP = "kubernetes-cluster"
+_VANILLA = pytest.StashKey()
+
+
+class VanillaCluster:
+    """The vanilla cluster of a test session: started when a test first asks for it, stopped after its group."""
+
+    def __init__(self, tmp_path_factory):
+        self.tmp_path_factory = tmp_path_factory
+        self.plane = None
+
+    def get(self):
+        if self.plane is None:
+            self.plane = start_cluster(self.tmp_path_factory, "kubernetes")
+        return Cluster(self.plane.kubeconfig, "kubernetes")
+
+    def stop(self):
+        if self.plane is not None:
+            self.plane.down()
+            self.plane = None
+
+
 @pytest.fixture(scope="session")
-def kubernetes_cluster(tmp_path_factory):
-    """A second, vanilla cluster (no OpenShift APIs), started only when a test asks for it."""
-    plane = start_cluster(tmp_path_factory, "kubernetes")
+def vanilla_cluster(tmp_path_factory, pytestconfig):
+    vanilla = pytestconfig.stash[_VANILLA] = VanillaCluster(tmp_path_factory)
     try:
-        yield Cluster(plane.kubeconfig, "kubernetes")
+        yield vanilla
     finally:
-        plane.down()
+        vanilla.stop()
+
+
+@pytest.fixture
+def kubernetes_cluster(vanilla_cluster):
+    """A second, vanilla cluster (no OpenShift APIs), started only when a test asks for it."""
+    return vanilla_cluster.get()
+
+
+def _group(item):
+    return item.get_closest_marker("xdist_group").args[0]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    """Every test file is an xdist group, those using the vanilla cluster one group together, kept next to each other
+    (also without xdist, so that a run starts the vanilla cluster once)."""
+    vanilla_files = set(item.path for item in items if "kubernetes_cluster" in item.fixturenames)
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(VANILLA_GROUP if item.path in vanilla_files else item.nodeid.split("::")[0]))
+    first = next((index for index, item in enumerate(items) if item.path in vanilla_files), None)
+    if first is not None:
+        vanilla = [item for item in items if item.path in vanilla_files]
+        others = [item for item in items if item.path not in vanilla_files]
+        items[:] = others[:first] + vanilla + others[first:]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After the vanilla group's last test (fixtures torn down), its cluster stops."""
+    vanilla = item.config.stash.get(_VANILLA, None)
+    if vanilla is not None and _group(item) == VANILLA_GROUP and (nextitem is None or _group(nextitem) != VANILLA_GROUP):
+        vanilla.stop()
 
 
 def _test_id(request):
