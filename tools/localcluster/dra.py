@@ -5,8 +5,12 @@ has one ResourceSlice of driver gpu.nvidia.com (pool: the node's name, one slice
 or per MIG device where the node's MIG layout enabled MIG, carrying the attributes and capacity the real
 gpu-kubelet-plugin publishes (NVIDIA/k8s-dra-driver-gpu cmd/gpu-kubelet-plugin/deviceinfo.go): type, uuid,
 productName (NVML's name), brand, architecture, cudaComputeCapability, driverVersion and cudaDriverVersion (versions),
-pcieBusID, addressingMode; capacity memory (and for a MIG device multiprocessors, memory slices); a MIG device also
-parentUUID and profile. The driver version is the node's driver (its driver pod's image tag, or the host's).
+pcieBusID, addressingMode; capacity memory (and for a MIG device multiprocessors, its engines, memory slices); a MIG
+device also parentUUID and profile. The driver version is the node's driver (its driver pod's image tag, or the
+host's). The devices are those the plugin found when its pod started, as the real plugin enumerates them once: a MIG
+layout the MIG manager applies under a running plugin (which, unlike the device plugin, the MIG manager does not stop)
+reaches the slice only once the plugin pod is restarted. A plugin pod replaced on a node still labelled for it keeps
+the node's slice for the kubelet's wiping delay, and the new pod publishes the pool anew, in the next generation.
 
 The slice is written as the plugin writes it: with a token of the plugin pod's service account bound to that pod (a
 TokenRequest, as the kubelet mounts one), which carries the pod's node name (authentication.kubernetes.io/node-name),
@@ -37,6 +41,8 @@ from .stages import DRA_PREPARED_ANNOTATION as PREPARED
 
 LOG = logging.getLogger("simulator.dra")
 KUBELET_PLUGIN = "nvidia-dra-driver-kubelet-plugin"
+# The node label the kubelet plugin DaemonSet selects.
+DEPLOY_LABEL = "nvidia.com/gpu.deploy.dra-driver"
 DRIVER = "gpu.nvidia.com"
 API = "/apis/resource.k8s.io/v1"
 SLICES = API + "/resourceslices"
@@ -49,9 +55,17 @@ NVML_NAMES = {
 # NVML's architecture of a compute capability (go-nvlib's GetArchitectureAsString).
 ARCHITECTURES = {"7.0": "Volta", "7.5": "Turing", "8.0": "Ampere", "8.6": "Ampere", "8.7": "Ampere",
                  "8.9": "Ada Lovelace", "9.0": "Hopper", "10.0": "Blackwell", "12.0": "Blackwell"}
-# MIG: a profile's GPU instance profile id and memory slices (of 8) on the A100/H100 family; SMs per compute slice.
-MIG_PROFILES = {"1g": (19, 1), "2g": (14, 2), "3g": (9, 4), "4g": (5, 4), "7g": (0, 8)}
+# MIG: a profile's GPU instance profile id, memory slices (of 8) and engines (copy, decoder, encoder, JPEG, OFA) on the
+# A100 (NVML's GpuInstanceProfileInfo, as `nvidia-smi mig -lgip` lists it); SMs per compute slice. A `+me` profile
+# adds the media extensions (a decoder, a JPEG engine and the OFA) to its one slice.
+MIG_PROFILES = {"1g": (19, 1, (1, 0, 0, 0, 0)), "2g": (14, 2, (2, 1, 0, 0, 0)), "3g": (9, 4, (3, 2, 0, 0, 0)),
+                "4g": (5, 4, (4, 2, 0, 0, 0)), "7g": (0, 8, (7, 5, 0, 1, 1))}
+MEDIA_EXTENSIONS = (0, 1, 0, 1, 1)
+ENGINES = ("copyEngines", "decoders", "encoders", "jpegEngines", "ofaEngines")
 SMS_PER_SLICE = 14
+# The kubelet deletes the ResourceSlices of a kubelet plugin that unregistered only after this delay (its
+# RegistrationHandler's wiping delay), so that a plugin restarting keeps its pool and publishes it anew.
+WIPING_DELAY = 30
 
 
 def _uuid(prefix, *parts):
@@ -91,11 +105,14 @@ def gpu_devices(node_name, hw, driver_version, cuda_version, layout):
         start = 0
         for profile, count in sorted(profiles.items()):
             compute = profile.split(".", 1)[0]
-            profile_id, size = MIG_PROFILES.get(compute, (99, 1))
+            profile_id, size, engines = MIG_PROFILES.get(compute, (99, 1, (1, 0, 0, 0, 0)))
+            if profile.endswith("+me"):
+                engines = tuple(a + b for a, b in zip(engines, MEDIA_EXTENSIONS))
             memory_gb = int("".join(c for c in profile.split(".", 1)[1].split("+")[0] if c.isdigit()) or 0)
             for _device in range(int(count)):
                 capacity = {"memory": {"value": "%dGi" % memory_gb},
                             "multiprocessors": {"value": str(SMS_PER_SLICE * int(compute[:-1]))}}
+                capacity.update((name, {"value": str(value)}) for name, value in zip(ENGINES, engines))
                 capacity.update(("memorySlice%d" % slot, {"value": "1"}) for slot in range(start, start + size))
                 devices.append({
                     "name": "gpu-%d-mig-%d-%d-%d" % (index, profile_id, start, size),
@@ -122,6 +139,8 @@ class KubeletPlugin:
         self.slices = {}  # name -> ResourceSlice (informer store)
         self.claims = {}  # namespace/name -> ResourceClaim (informer store)
         self.tokens = {}  # pod uid -> client acting as the plugin pod's service account
+        self.enumerated = {}  # plugin pod uid -> the node's MIG layout when that pod started (the devices it found)
+        self.unregistered = {}  # node name -> when its plugin went while its slice stays (WIPING_DELAY)
 
     def start(self):
         if not self.sim.serves("resource.k8s.io", "v1"):
@@ -199,17 +218,33 @@ class KubeletPlugin:
         return [s for s in list(self.slices.values())
                 if s["spec"].get("nodeName") == node_name and s["spec"].get("driver") == DRIVER]
 
-    def reconcile(self, node, hw, plugin, driver_version, cuda_version, layout):
-        """The node's slice while its plugin pod is Ready (plugin), none otherwise; hw: its simulated hardware."""
+    def reconcile(self, node, hw, plugin, driver_version, cuda_version, layout, now, restarting=False):
+        """The node's slice while its plugin pod is Ready (plugin), none otherwise; hw: its simulated hardware, layout
+        its MIG layout now. The plugin publishes the devices it found when its pod started (the real one enumerates
+        them once, at startup): a MIG layout applied under a running plugin reaches the slice only when the plugin
+        pod is restarted. restarting: no plugin pod is Ready, but the node's driver is and the node is still labelled
+        for the plugin (its pod being replaced): the slice stays until WIPING_DELAY after the plugin went, and a new
+        plugin pod within it publishes the pool anew (the next generation). Returns when to look again, or None."""
         node_name = node["metadata"]["name"]
         current = self.node_slices(node_name)
         if plugin is None:
+            if current and restarting:
+                since = self.unregistered.setdefault(node_name, now)
+                if now < since + WIPING_DELAY:
+                    return since + WIPING_DELAY
+            self.unregistered.pop(node_name, None)
             for stale in current:
                 self._delete(stale)
-            return
-        devices = gpu_devices(node_name, hw, driver_version, cuda_version, layout)
+            return None
+        self.unregistered.pop(node_name, None)
+        uid = plugin["metadata"]["uid"]
+        if uid not in self.enumerated:
+            live = self._live_uids()
+            self.enumerated = {key: value for key, value in self.enumerated.items() if key in live}
+            self.enumerated[uid] = layout
+        devices = gpu_devices(node_name, hw, driver_version, cuda_version, self.enumerated[uid])
         if current and len(current) == 1 and current[0]["spec"].get("devices") == devices:
-            return
+            return None
         generation = max([s["spec"]["pool"].get("generation", 0) for s in current] or [0]) + 1
         spec = {"driver": DRIVER, "nodeName": node_name, "devices": devices,
                 "pool": {"name": node_name, "generation": generation, "resourceSliceCount": 1}}
@@ -228,6 +263,7 @@ class KubeletPlugin:
                 "spec": spec})
         LOG.info("node %s: ResourceSlice of %s with %d devices (pool generation %d)", node_name, DRIVER, len(devices),
                  generation)
+        return None
 
     def _plugin_api(self, pod):
         """A client acting as the plugin pod: its service account's token, bound to the pod (node name included)."""

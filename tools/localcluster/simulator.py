@@ -761,8 +761,13 @@ class Simulator:
             return
         hw = hardware(node)
         version = self.driver_version_of(node, pods)
-        self.dra.reconcile(node, hw, plugin, version, "%d.%d" % CUDA_OF_BRANCH.get(version.split(".")[0], (12, 0)),
-                           self.mig_layouts.get(node["metadata"]["name"]) or mig.disabled(hw))
+        restarting = DRIVER in ready and (node["metadata"].get("labels") or {}).get(dra.DEPLOY_LABEL) == "true"
+        again = self.dra.reconcile(node, hw, plugin, version,
+                                   "%d.%d" % CUDA_OF_BRANCH.get(version.split(".")[0], (12, 0)),
+                                   self.mig_layouts.get(node["metadata"]["name"]) or mig.disabled(hw), time.time(),
+                                   restarting)
+        if again:
+            self.wake_at(again, node["metadata"]["name"])
 
     def reconcile_gfd_labels(self, node, ready, pods):
         """GFD's labels while a GFD pod is Ready on the node (with the driver version of its Ready driver pod); none
