@@ -23,6 +23,23 @@ def published_devices(slices):
     return published
 
 
+def published_kinds(slices, node):
+    """{kind: count} of the devices the node's ResourceSlices of the NVIDIA DRA driver publish, as
+    mig_parted.dra_devices counts them: `gpu`, or `mig-<profile>`."""
+    kinds = {}
+    for resource_slice in slices:
+        spec = resource_slice.get('spec') or {}
+        if spec.get('driver') != DRIVER or spec.get('nodeName') != node:
+            continue
+        for device in spec.get('devices') or []:
+            attributes = device.get('attributes') or {}
+            kind = (attributes.get('type') or {}).get('string')
+            if kind == 'mig':
+                kind = 'mig-' + str((attributes.get('profile') or {}).get('string'))
+            kinds[kind] = kinds.get(kind, 0) + 1
+    return kinds
+
+
 def allocation_results(claim):
     """The devices the scheduler allocated to a ResourceClaim: [{request, driver, pool, device}]."""
     return ((((claim.get('status') or {}).get('allocation') or {}).get('devices') or {}).get('results')) or []

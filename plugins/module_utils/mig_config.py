@@ -6,6 +6,14 @@ allocatable resources say of it, and the labels this collection set (for the uni
 
 The MIG manager (NVIDIA/mig-parted cmd/nvidia-mig-manager) applies the layout that the node label
 nvidia.com/mig.config names and reports in nvidia.com/mig.config.state: pending, rebooting, success or failed.
+
+On a node of the DRA stack (nvidia.com/gpu.deploy.dra-driver=true) the layout is served by the NVIDIA DRA driver's
+kubelet plugin, whatever the MIG strategy: each MIG device its own device in the node's ResourceSlice. The plugin
+enumerates the devices once, when it starts, and the MIG manager does not stop it around a change (it stops the
+device plugin, GPU feature discovery and the DCGM ones, by their deploy labels): once the layout is applied, the
+plugin pod is restarted here so that it publishes the new devices. The MIG manager also sets the deploy labels of the
+clients it stops back to true, absent ones too, which would start the device plugin beside the kubelet plugin: the
+device plugin's label is pinned to false for the change (the MIG manager leaves false as it is) and removed after.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -16,10 +24,12 @@ import functools
 import time
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import TaskError
+from ansible_collections.accelerators.gpu.plugins.module_utils.dra import API as RESOURCE_API, DRIVER, published_kinds
+from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import DEPLOY_LABEL_PREFIX, DEVICE_PLUGIN, DRA_DRIVER
 from ansible_collections.accelerators.gpu.plugins.module_utils.readiness import Lost
 from ansible_collections.accelerators.gpu.plugins.module_utils.gfd_labels import COUNT, MIG_CAPABLE, PCI_DEVICES, gpu_summary
 from ansible_collections.accelerators.gpu.plugins.module_utils.mig_parted import (
-    GPU_RESOURCE, MIG_RESOURCE_PREFIX, LayoutError, advertised_resources, gpu_layouts)
+    GPU_RESOURCE, MIG_RESOURCE_PREFIX, LayoutError, advertised_resources, dra_devices, gpu_layouts)
 
 CONFIG_LABEL = 'nvidia.com/mig.config'
 STATE_LABEL = 'nvidia.com/mig.config.state'
@@ -31,6 +41,12 @@ SET_ANNOTATION = 'accelerators.gpu/mig.config'
 # the node lacked when the collection first asked it for a layout, recorded in this annotation.
 MIG_MANAGER_LABELS = ('nvidia.com/gpu.deploy.dcgm', 'nvidia.com/gpu.deploy.nvsm')
 MIG_MANAGER_LABELS_ANNOTATION = 'accelerators.gpu/mig-manager-labels'
+# On a DRA node: the device plugin's deploy label, pinned to false for a change where it was absent (this annotation
+# records it), and the kubelet plugin's pods, restarted once the layout is applied.
+DRA_LABEL = DEPLOY_LABEL_PREFIX + DRA_DRIVER
+DEVICE_PLUGIN_LABEL = DEPLOY_LABEL_PREFIX + DEVICE_PLUGIN
+PINNED_ANNOTATION = 'accelerators.gpu/mig.device-plugin-pinned'
+KUBELET_PLUGIN_SELECTOR = 'app.kubernetes.io/component=nvidia-dra-driver-kubelet-plugin'
 DEVICE_OF_PRODUCT = dict((product, device) for device, (product, _memory, _capable) in PCI_DEVICES.items())
 
 
@@ -40,6 +56,11 @@ def _metadata(node):
 
 def _labels(node):
     return _metadata(node).get('labels') or {}
+
+
+def in_dra_mode(node):
+    """Whether the node runs the DRA driver's kubelet plugin instead of the device plugin."""
+    return _labels(node).get(DRA_LABEL) == 'true'
 
 
 def refusals(nodes, names):
@@ -62,7 +83,8 @@ def refusals(nodes, names):
 
 def strategy_refusal(layouts_by_node, layout, strategy):
     """Why a layout cannot be served under the MIG strategy, or None: under none, the nodes where it enables MIG
-    (layouts_by_node: node: gpu_layouts) would keep advertising whole GPUs, and no MIG device would appear."""
+    (layouts_by_node: node: gpu_layouts; nodes of the device plugin, the DRA driver serves any) would keep
+    advertising whole GPUs, and no MIG device would appear."""
     enabling = sorted(name for name, layouts in layouts_by_node.items() if any(gpu is not None for gpu in layouts))
     if strategy != 'none' or not enabling:
         return None
@@ -90,16 +112,26 @@ def node_layouts(node, config, layout):
     return gpu_layouts(config, layout, count, device)
 
 
+def expected_devices(node, layouts, strategy):
+    """What the node serves once its GPUs have layouts: on a DRA node the devices its ResourceSlice publishes
+    (mig_parted.dra_devices), elsewhere the resources it advertises under the MIG strategy."""
+    return dra_devices(layouts) if in_dra_mode(node) else advertised_resources(layouts, strategy)
+
+
 def config_patch(node, layout, only_unlabelled=False):
     """The metadata merge patch asking the MIG manager for layout on the node ({} when it already has it; with
     only_unlabelled, also when the node names any layout): the config label, the state label set back to pending
     (so that a state of the previous layout is not taken for this one's), and the annotation recording that this
-    collection set it."""
+    collection set it; on a DRA node (not for a default layout) the device plugin's deploy label pinned to false where
+    it is absent."""
     labels, annotations = _labels(node), _metadata(node).get('annotations') or {}
     if labels.get(CONFIG_LABEL) == layout or (only_unlabelled and CONFIG_LABEL in labels):
         return {}
     patch = {'metadata': {'labels': {CONFIG_LABEL: layout, STATE_LABEL: 'pending'},
                           'annotations': {SET_ANNOTATION: layout}}}
+    if not only_unlabelled and in_dra_mode(node) and DEVICE_PLUGIN_LABEL not in labels:
+        patch['metadata']['labels'][DEVICE_PLUGIN_LABEL] = 'false'
+        patch['metadata']['annotations'][PINNED_ANNOTATION] = 'true'
     if MIG_MANAGER_LABELS_ANNOTATION not in annotations:
         patch['metadata']['annotations'][MIG_MANAGER_LABELS_ANNOTATION] = ','.join(
             key for key in MIG_MANAGER_LABELS if key not in labels)
@@ -119,9 +151,26 @@ def removal_patch(node):
         patch['metadata']['annotations'][MIG_MANAGER_LABELS_ANNOTATION] = None
         added = annotations[MIG_MANAGER_LABELS_ANNOTATION].split(',')
         patch['metadata']['labels'].update((key, None) for key in added if key in labels)
+    _merge(patch, unpin_patch(node))
     if not patch['metadata']['labels']:
         del patch['metadata']['labels']
     return patch
+
+
+def unpin_patch(node):
+    """The patch removing the device plugin's label pinned to false for a change on a DRA node ({} when none is)."""
+    labels, annotations = _labels(node), _metadata(node).get('annotations') or {}
+    if PINNED_ANNOTATION not in annotations:
+        return {}
+    patch = {'metadata': {'annotations': {PINNED_ANNOTATION: None}, 'labels': {}}}
+    if labels.get(DEVICE_PLUGIN_LABEL) == 'false':
+        patch['metadata']['labels'][DEVICE_PLUGIN_LABEL] = None
+    return patch
+
+
+def _merge(patch, more):
+    for key, values in (more.get('metadata') or {}).items():
+        patch['metadata'].setdefault(key, {}).update(values)
 
 
 def gpu_allocatable(node):
@@ -131,11 +180,11 @@ def gpu_allocatable(node):
                 if key == GPU_RESOURCE or key.startswith(MIG_RESOURCE_PREFIX))
 
 
-def layout_progress(node, layout, expected):
+def layout_progress(node, layout, expected, published=None):
     """('success', None), ('failed', why) or ('waiting', why) of a node asked for layout, by the MIG manager's state
-    label, the resources advertised (expected, advertised_resources of node_layouts; a resource not expected must be
-    0) and GPU feature discovery's labels, back once the GPU clients the MIG manager stopped for the change run
-    again."""
+    label, what the node serves (expected, expected_devices of node_layouts; what is not expected must be 0: the
+    resources advertised, or on a DRA node published, the published_kinds of its ResourceSlices) and GPU feature
+    discovery's labels, back once the GPU clients the MIG manager stopped for the change run again."""
     labels = _labels(node)
     name = _metadata(node).get('name')
     state = labels.get(STATE_LABEL)
@@ -146,11 +195,12 @@ def layout_progress(node, layout, expected):
             name, STATE_LABEL, layout)
     if state != 'success':
         return 'waiting', 'node %s: %s=%s' % (name, STATE_LABEL, state or '(none)')
-    allocatable = gpu_allocatable(node)
-    wrong = sorted('%s=%s' % (key, allocatable.get(key, 0)) + (' (expected %d)' % expected.get(key, 0))
-                   for key in set(allocatable) | set(expected) if allocatable.get(key, 0) != expected.get(key, 0))
+    what, served = ('ResourceSlice devices', published or {}) if in_dra_mode(node) else (
+        'allocatable', gpu_allocatable(node))
+    wrong = sorted('%s=%s' % (key, served.get(key, 0)) + (' (expected %d)' % expected.get(key, 0))
+                   for key in set(served) | set(expected) if served.get(key, 0) != expected.get(key, 0))
     if wrong:
-        return 'waiting', 'node %s: %s=success, allocatable %s' % (name, STATE_LABEL, ', '.join(wrong))
+        return 'waiting', 'node %s: %s=success, %s %s' % (name, STATE_LABEL, what, ', '.join(wrong))
     if MIG_CAPABLE not in labels:
         return 'waiting', 'node %s: %s=success, no GPU feature discovery labels yet' % (name, STATE_LABEL)
     return 'success', None
@@ -200,20 +250,47 @@ def _check(api, params):
     by_name = dict((_metadata(node)['name'], node) for node in nodes)
     try:
         layouts = dict((name, node_layouts(by_name[name], config, params['config'])) for name in names)
-        expected = dict((name, advertised_resources(layouts[name], params['mig_strategy'])) for name in names)
+        expected = dict((name, expected_devices(by_name[name], layouts[name], params['mig_strategy']))
+                        for name in names)
     except LayoutError as error:
         raise TaskError('%s, nothing changed' % error)
-    refusal = strategy_refusal(layouts, params['config'], params['mig_strategy'])
+    refusal = strategy_refusal(dict((name, found) for name, found in layouts.items() if not in_dra_mode(by_name[name])),
+                               params['config'], params['mig_strategy'])
     if refusal:
         raise TaskError(refusal, refused=[refusal])
     return by_name, names, expected
 
 
+def read_slices(api, nodes):
+    """The ResourceSlices of the NVIDIA DRA driver where a node of nodes runs it, [] where none does (no read)."""
+    if not any(in_dra_mode(node) for node in nodes):
+        return []
+    return api.list_items(RESOURCE_API + '/resourceslices', field_selector='spec.driver=' + DRIVER)
+
+
+def restart_kubelet_plugin(api, namespace, node):
+    """Deletes the DRA kubelet plugin pods of the node (its DaemonSet starts a new one, which finds the node's MIG
+    devices anew); the names of those deleted."""
+    pods = [pod for pod in api.list_pods(namespace, KUBELET_PLUGIN_SELECTOR)
+            if (pod.get('spec') or {}).get('nodeName') == node and not _metadata(pod).get('deletionTimestamp')]
+    for pod in pods:
+        api.delete_pod(namespace, _metadata(pod)['name'], _metadata(pod).get('uid'))
+    return sorted('%s/%s' % (namespace, _metadata(pod)['name']) for pod in pods)
+
+
 def _wait(api, names, layout, expected, params, clock, sleep):
+    """Waits until every node applied the layout and serves it; on a DRA node whose MIG manager reported success,
+    unpins the device plugin's label and restarts the kubelet plugin once. Returns the kubelet plugin pods
+    restarted."""
     deadline = clock() + params['timeout']
     lost = Lost(clock)
+    restarted = {}
+
+    def read():
+        nodes = [api.read_node(name) for name in names]
+        return nodes, read_slices(api, nodes)
     while True:
-        seen, nodes = lost.attempt(api, lambda: [api.read_node(name) for name in names], deadline)
+        seen, found = lost.attempt(api, read, deadline)
         if not seen:
             # The API server out of reach: the layout's progress is unknown, not failed; wait on, to the deadline.
             if clock() >= deadline:
@@ -221,7 +298,21 @@ def _wait(api, names, layout, expected, params, clock, sleep):
                     layout, ', '.join(names), params['timeout'], lost.words()), waiting=list(names))
             sleep(params['poll_interval'])
             continue
-        progress = dict((name, layout_progress(node, layout, expected[name])) for name, node in zip(names, nodes))
+        nodes, slices = found
+        published = dict((name, published_kinds(slices, name)) for name in names)
+        progress = dict((name, layout_progress(node, layout, expected[name], published[name]))
+                        for name, node in zip(names, nodes))
+        for name, node in zip(names, nodes):
+            # Applied on a DRA node: the device plugin's label unpinned, the kubelet plugin restarted (once) while it
+            # publishes other devices than the layout's.
+            if in_dra_mode(node) and _labels(node).get(STATE_LABEL) == 'success' and _labels(node).get(
+                    CONFIG_LABEL) == layout:
+                unpin = unpin_patch(node)
+                if unpin:
+                    api.patch_node(name, unpin)
+                if published[name] != dict((key, count) for key, count in expected[name].items() if count) and \
+                        name not in restarted:
+                    restarted[name] = restart_kubelet_plugin(api, params['namespace'], name)
         failed = sorted(why for state, why in progress.values() if state == 'failed')
         if failed:
             raise TaskError('MIG layout %s failed on %s: %s' % (layout, ', '.join(
@@ -229,7 +320,7 @@ def _wait(api, names, layout, expected, params, clock, sleep):
                 failed_nodes=[name for name in names if progress[name][0] == 'failed'])
         waiting = [progress[name][1] for name in names if progress[name][0] != 'success']
         if not waiting:
-            return
+            return sorted(pod for pods in restarted.values() for pod in pods)
         if clock() >= deadline:
             raise TaskError('MIG layout %s not applied within %d s: %s%s' % (
                 layout, params['timeout'], '; '.join(waiting), lost.words()),
@@ -248,8 +339,9 @@ def run(module, api, clock=time.monotonic, sleep=time.sleep):
     if action == 'default':
         return _patch_each(api, params, functools.partial(config_patch, layout=params['config'], only_unlabelled=True))
     by_name, names, expected = _check(api, params)
-    changing = [name for name in names
-                if layout_progress(by_name[name], params['config'], expected[name])[0] != 'success']
+    slices = read_slices(api, [by_name[name] for name in names])
+    changing = [name for name in names if layout_progress(
+        by_name[name], params['config'], expected[name], published_kinds(slices, name))[0] != 'success']
     result = {'nodes': names, 'changing': changing, 'expected': expected}
     if action == 'check':
         return dict(result, changed=False)
@@ -258,5 +350,5 @@ def run(module, api, clock=time.monotonic, sleep=time.sleep):
         if patch:
             api.patch_node(name, patch)
     if not module.check_mode:
-        _wait(api, changing, params['config'], expected, params, clock, sleep)
+        result['restarted'] = _wait(api, changing, params['config'], expected, params, clock, sleep)
     return dict(result, changed=bool(changing))

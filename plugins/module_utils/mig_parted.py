@@ -83,3 +83,13 @@ def advertised_resources(layouts, strategy):
         for profile, count in layout.items():
             resources[mig_resource(profile)] = resources.get(mig_resource(profile), 0) + int(count)
     return resources
+
+
+def dra_devices(layouts):
+    """{kind: count} of the devices the NVIDIA DRA driver publishes for GPUs in these layouts (gpu_layouts), whatever
+    the MIG strategy: each GPU with MIG disabled as `gpu`, each MIG device as `mig-<profile>`."""
+    devices = {'gpu': len([layout for layout in layouts if layout is None])}
+    for layout in layouts:
+        for profile, count in (layout or {}).items():
+            devices['mig-' + profile] = devices.get('mig-' + profile, 0) + int(count)
+    return devices

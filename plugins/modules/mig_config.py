@@ -24,6 +24,14 @@ description:
     nodes not yet at the layout, then waits until each reports C(success) and advertises the layout's resources
     under I(mig_strategy); it fails at once naming the nodes whose state is C(failed), at I(timeout) naming each
     node not there and why.
+  - On a node of the DRA stack (C(nvidia.com/gpu.deploy.dra-driver=true)) the NVIDIA DRA driver's kubelet plugin
+    serves the layout, whatever I(mig_strategy): the node is done once its ResourceSlice publishes the layout's
+    devices (each GPU with MIG disabled as a C(gpu), each MIG device as C(mig-<profile>)). The plugin finds its
+    devices when it starts and the MIG manager does not stop it, so once the MIG manager reports C(success) the
+    plugin's pod there is restarted (once). The MIG manager sets the deploy labels of the GPU clients it stops back
+    to C(true), absent ones too: the device plugin's label, absent on such a node, is set to C(false) with the layout
+    (the MIG manager leaves C(false) alone; annotation C(accelerators.gpu/mig.device-plugin-pinned)) and removed once
+    the layout is applied, so that no device plugin starts beside the kubelet plugin.
   - I(action=default) sets I(config) on the nodes that name no layout; I(action=remove) removes
     C(nvidia.com/mig.config) and C(nvidia.com/mig.config.state) where the value is still the one this module set
     (annotation C(accelerators.gpu/mig.config)), and the annotation.
@@ -56,7 +64,7 @@ options:
   mig_strategy:
     description:
       - The device plugin's MIG strategy, which decides the resources a layout gives. Under V(none) only layouts
-        that disable MIG are taken.
+        that disable MIG are taken on the device plugin's nodes (nodes of the DRA stack take any).
     type: str
     choices: [none, single, mixed]
     default: none
@@ -103,10 +111,16 @@ changing:
   type: list
   elements: str
 expected:
-  description: By node, the resources it advertises at the layout.
+  description: By node, the resources it advertises at the layout (on a node of the DRA stack, the devices its
+    ResourceSlice publishes, by kind).
   returned: when action is check or apply
   type: dict
-  sample: {gpu-a100-0: {nvidia.com/gpu: 0, nvidia.com/mig-1g.10gb: 56}}
+  sample: {gpu-a100-0: {nvidia.com/gpu: 0, nvidia.com/mig-1g.10gb: 56}, gpu-dra-0: {gpu: 0, mig-3g.40gb: 2}}
+restarted:
+  description: The DRA kubelet plugin pods (namespace/name) restarted so that they publish the layout's devices.
+  returned: when action is apply and not in check mode
+  type: list
+  elements: str
 refused:
   description: Why nodes cannot take the layout (the module then fails).
   returned: on failure

@@ -209,3 +209,49 @@ def test_default_labels_only_unlabelled_mig_nodes_and_remove_takes_back_only_tho
     assert api.nodes['c']['metadata']['labels'][CONFIG_LABEL] == 'custom'
     with pytest.raises(TaskError, match='nodes not found: gone'):
         run_module_work(api, action='remove', nodes=['gone'])
+
+
+class DraAPI(FakeAPI):
+    """Nodes of the DRA stack: the kubelet plugin's ResourceSlice publishes the devices the node's GPUs had when its
+    pod started; a pod deleted is replaced by one that finds the layout applied."""
+
+    def __init__(self, nodes, outcome=None):
+        super(DraAPI, self).__init__(nodes, outcome)
+        self.found = dict((name, [{'attributes': {'type': {'string': 'gpu'}}}] * 2) for name in self.nodes)
+        self.deleted = []
+
+    def list_items(self, path, field_selector=None):
+        assert (path, field_selector) == ('/apis/resource.k8s.io/v1/resourceslices', 'spec.driver=gpu.nvidia.com')
+        return [{'spec': {'driver': 'gpu.nvidia.com', 'nodeName': name, 'devices': devices}}
+                for name, devices in self.found.items()]
+
+    def list_pods(self, namespace, label_selector=None):
+        assert label_selector == 'app.kubernetes.io/component=nvidia-dra-driver-kubelet-plugin'
+        return [{'metadata': {'name': 'plugin-' + name, 'uid': name}, 'spec': {'nodeName': name}}
+                for name in self.nodes]
+
+    def delete_pod(self, namespace, name, uid):
+        self.deleted.append('%s/%s' % (namespace, name))
+        layout = self.nodes[uid]['metadata']['labels'][CONFIG_LABEL]
+        self.found[uid] = [{'attributes': {'type': {'string': 'mig'}, 'profile': {'string': '1g.10gb'}}}] * (
+            14 if layout == 'all-1g.10gb' else 0) or [{'attributes': {'type': {'string': 'gpu'}}}] * 2
+
+
+def test_on_a_dra_node_any_strategy_serves_the_layout_the_kubelet_plugin_restarted_to_publish_it():
+    dra = dict(A100, **{'nvidia.com/gpu.deploy.dra-driver': 'true'})
+    api = DraAPI([node('d', dict(dra))])
+    checked = run_module_work(api, action='check', nodes=['d'], mig_strategy='none')
+    assert (checked['changing'], checked['expected']) == (['d'], {'d': {'gpu': 0, 'mig-1g.10gb': 14}})
+    applied = run_module_work(api, nodes=['d'], mig_strategy='none')
+    # The device plugin's label pinned to false for the MIG manager's change, then removed; the plugin restarted once.
+    (first, pinned), (_second, unpinned) = api.patches
+    assert (first, pinned['metadata']['labels']['nvidia.com/gpu.deploy.device-plugin']) == ('d', 'false')
+    assert unpinned == {'metadata': {'annotations': {'accelerators.gpu/mig.device-plugin-pinned': None},
+                                     'labels': {'nvidia.com/gpu.deploy.device-plugin': None}}}
+    assert (applied['changed'], applied['restarted'], api.deleted) == (True, ['gpu/plugin-d'], ['gpu/plugin-d'])
+    assert 'nvidia.com/gpu.deploy.device-plugin' not in api.nodes['d']['metadata']['labels']
+    again = run_module_work(api, nodes=['d'], mig_strategy='none')
+    assert (again['changed'], len(api.patches), api.deleted) == (False, 2, ['gpu/plugin-d'])
+    # Back to whole GPUs.
+    assert run_module_work(api, nodes=['d'], config='all-disabled')['restarted'] == ['gpu/plugin-d']
+    assert api.found['d'] == [{'attributes': {'type': {'string': 'gpu'}}}] * 2
