@@ -13,16 +13,18 @@ class ModuleDocFragment(object):
     DOCUMENTATION = r'''
 options:
   namespace:
-    description: Namespace of the DaemonSets, Jobs or Subscription. Required for all but V(allocatable).
+    description: Namespace of the DaemonSets, Deployments, Jobs or Subscription. Required for all but V(allocatable).
     type: str
   names:
-    description: Names of the DaemonSets or Jobs, or of the Subscription. A name that does not exist fails the wait at once.
+    description:
+      - Names of the DaemonSets, Deployments or Jobs, or of the Subscription. A name that does not exist fails the wait
+        at once.
     type: list
     elements: str
     default: []
   label_selectors:
     description:
-      - Label selectors (C(key=value), all must match) of the DaemonSets or Jobs, in addition to O(names).
+      - Label selectors (C(key=value), all must match) of the DaemonSets, Deployments or Jobs, in addition to O(names).
       - When nothing matches (and O(names) is empty) the wait fails at once.
     type: list
     elements: str

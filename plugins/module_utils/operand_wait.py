@@ -13,7 +13,7 @@ from ansible_collections.accelerators.gpu.plugins.module_utils.validation import
 
 # What can be waited for, and the options of a wait (doc fragment accelerators.gpu.operand_wait, which documents
 # wait_for too); each module makes wait_for required or not.
-WAIT_FOR = ['daemonsets', 'jobs', 'allocatable', 'subscription']
+WAIT_FOR = ['daemonsets', 'deployments', 'jobs', 'allocatable', 'subscription']
 WAIT_ARGUMENT_SPEC = dict(
     namespace=dict(type='str'),
     names=dict(type='list', elements='str', default=[]),
@@ -89,6 +89,9 @@ class OperandReads:
     def daemonsets(self, names, selector):
         return self._named_and_selected('/apis/apps/v1/namespaces/%s/daemonsets' % self.namespace, names, selector)
 
+    def deployments(self, names, selector):
+        return self._named_and_selected('/apis/apps/v1/namespaces/%s/deployments' % self.namespace, names, selector)
+
     def jobs(self, names, selector):
         return self._named_and_selected('/apis/batch/v1/namespaces/%s/jobs' % self.namespace, names, selector)
 
@@ -140,6 +143,7 @@ def _observer(params, reads):
         return ('the operator of Subscription %s/%s' % (reads.namespace, name),
                 lambda: readiness.observe_subscription(reads, name))
     kind, observe = {'daemonsets': ('DaemonSets', readiness.observe_daemonsets),
+                     'deployments': ('Deployments', readiness.observe_deployments),
                      'jobs': ('Jobs', readiness.observe_jobs)}[mode]
     names, selector = params['names'], ','.join(params['label_selectors'])
     subject = '%s %s in namespace %s' % (kind, ', '.join(names + ([selector] if selector else [])), reads.namespace)

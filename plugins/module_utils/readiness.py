@@ -534,6 +534,35 @@ def observe_daemonsets(reads, names, selector, accept_outdated=False):
     return Observation(ready, problems, report, unready)
 
 
+def deployment_state(deployment):
+    """Readiness of one Deployment: ready when its status describes the current spec (observedGeneration) and every
+    replica it wants is updated and available."""
+    meta, status = _meta(deployment), _status(deployment)
+    replicas = _int((deployment.get('spec') or {}).get('replicas', 1))
+    updated, available = _int(status.get('updatedReplicas')), _int(status.get('availableReplicas'))
+    observed = _int(status.get('observedGeneration')) >= _int(meta.get('generation'))
+    return {'name': meta.get('name'), 'namespace': meta.get('namespace'), 'replicas': replicas, 'updated': updated,
+            'available': available, 'ready': observed and updated >= replicas and available >= replicas}
+
+
+def observe_deployments(reads, names, selector):
+    """Observation of Deployments by name and/or label selector: ready when each is (deployment_state); the problems
+    of the pods of one that is not. reads: namespace, deployments(names, selector) -> (found, missing names),
+    pods(selector)."""
+    found, missing = reads.deployments(names, selector)
+    problems = _missing('Deployment', reads.namespace, missing, selector, found)
+    states, unready = [], []
+    for deployment in found:
+        state = deployment_state(deployment)
+        if not state['ready']:
+            pods = reads.pods(selector_string((deployment.get('spec') or {}).get('selector')))
+            problems.extend(problem for pod in pods for problem in pod_problems(pod))
+            unready.extend(pod for pod in pods if not pod_is_ready(pod))
+        states.append(state)
+    ready = bool(found) and not missing and all(state['ready'] for state in states)
+    return Observation(ready, problems, {'deployments': states}, unready)
+
+
 JOB_UID_LABEL = 'batch.kubernetes.io/controller-uid'
 _UIDS_PER_SELECTOR = 50
 

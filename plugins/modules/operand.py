@@ -44,7 +44,7 @@ options:
       - After the writes, wait as M(accelerators.gpu.operand_status) waits with the same O(wait_for) and the other
         options of the wait. Omitted, the module does not wait; in check mode it never waits.
     type: str
-    choices: [daemonsets, jobs, allocatable, subscription]
+    choices: [daemonsets, deployments, jobs, allocatable, subscription]
 attributes:
   check_mode:
     description: Every write is a server-side dry run (C(dryRun=All)); the API server validates it and stores nothing.

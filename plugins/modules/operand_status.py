@@ -31,6 +31,7 @@ options:
   wait_for:
     description:
       - V(daemonsets) waits for the DaemonSets named in O(names) and/or selected by O(label_selectors) in O(namespace).
+      - V(deployments) waits for Deployments the same way, until each has its replicas updated and available.
       - V(jobs) waits for Jobs the same way; they must succeed. Their pods are found by the label
         C(batch.kubernetes.io/controller-uid) (Kubernetes 1.27 and later).
       - V(allocatable) waits until every node of O(nodes), or every node selected by O(node_label_selectors),
@@ -40,7 +41,7 @@ options:
         at once.
     type: str
     required: true
-    choices: [daemonsets, jobs, allocatable, subscription]
+    choices: [daemonsets, deployments, jobs, allocatable, subscription]
 requirements:
   - kubernetes >= 24.2.0
   - PyYAML >= 3.11
@@ -118,6 +119,11 @@ ready_pods:
       sorted. A pod replaced on a node (new revision, restart by deletion) gives that node a new value.
   returned: when wait_for is daemonsets
   type: dict
+deployments:
+  description: Per Deployment (V(deployments)) its name, namespace, replicas, updated and available counts, and ready.
+  returned: when wait_for is deployments
+  type: list
+  elements: dict
 jobs:
   description: Per Job (V(jobs)) its name, namespace, node, result (succeeded, failed, running) and message.
   returned: when wait_for is jobs

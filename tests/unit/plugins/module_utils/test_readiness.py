@@ -430,6 +430,10 @@ class FakeReads:
         self.calls.append(('jobs', tuple(names), selector))
         return self._jobs, list(self._missing)
 
+    def deployments(self, names, selector):
+        self.calls.append(('deployments', tuple(names), selector))
+        return self._daemonsets, list(self._missing)
+
     def pods(self, selector):
         self.calls.append(('pods', selector))
         return self._pods
@@ -734,3 +738,26 @@ def test_a_crash_loop_on_a_node_its_daemonset_no_longer_selects_is_not_a_problem
 
     observe_daemonsets(Unread(daemonsets=[ds], pods=[serving, pod('b', 'moved', ready=False, revision='h')],
                               revisions=[revision(1, 'h')]), ['toolkit'], '')
+
+
+def controller(generation=1, observed=1, updated=1, available=1):
+    return {'metadata': {'name': 'controller', 'namespace': NS, 'generation': generation},
+            'spec': {'replicas': 1, 'selector': {'matchLabels': {'app': 'controller'}}},
+            'status': {'observedGeneration': observed, 'updatedReplicas': updated, 'availableReplicas': available}}
+
+
+def test_a_deployment_is_ready_with_its_spec_observed_and_every_replica_updated_and_available():
+    assert readiness.deployment_state(controller())['ready']
+    for stale in (controller(generation=2), controller(updated=0), controller(available=0)):
+        assert not readiness.deployment_state(stale)['ready']
+    # Not ready: the problems of its pods (read by its selector) say why; ready: its pods are not read.
+    reads = FakeReads(daemonsets=[controller(available=0)], pods=[image_pull_pod('controller-x', 'cp-1')])
+    observation = readiness.observe_deployments(reads, ['controller'], '')
+    assert not observation.ready and ('pods', 'app=controller') in reads.calls
+    assert 'nvcr.io/nvidia/k8s/missing:1' in observation.problems[0]['text']
+    assert observation.report['deployments'][0]['available'] == 0
+    ready = FakeReads(daemonsets=[controller()])
+    assert readiness.observe_deployments(ready, ['controller'], '').ready and ('pods', 'app=controller') not in ready.calls
+    missing = readiness.observe_deployments(FakeReads(missing=['nope']), ['nope'], '')
+    assert not missing.ready and missing.problems[0]['text'] == 'Deployment gpu/nope does not exist'
+
