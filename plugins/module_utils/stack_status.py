@@ -17,7 +17,7 @@ from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan impor
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_upgrade import FAILURE_ANNOTATION, STATE_LABEL
 from ansible_collections.accelerators.gpu.plugins.module_utils.gfd_labels import driver_version, gpu_summary
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import DRA_DRIVER as DRA_OPERAND, node_facts
-from ansible_collections.accelerators.gpu.plugins.module_utils.readiness import selector_string
+from ansible_collections.accelerators.gpu.plugins.module_utils.readiness import deployment_state, selector_string
 
 COMPONENT = 'app.kubernetes.io/component'
 DRIVER = 'nvidia-driver'
@@ -41,6 +41,8 @@ MIG_STATE_LABEL = 'nvidia.com/mig.config.state'
 # The DRA stack: the NVIDIA DRA driver's kubelet plugin on the nodes labelled for it instead of the device plugin; its
 # ResourceSlices (one pool per node, named after it) and the claims the scheduler allocated from them.
 DRA_PLUGIN = 'nvidia-dra-driver-kubelet-plugin'
+# The DRA driver's ComputeDomain controller (dra_driver_compute_domains_enabled).
+DRA_CONTROLLER = 'nvidia-dra-driver-controller'
 CHECK_LABEL = 'accelerators.gpu/validation'
 NODE_ANNOTATION = 'accelerators.gpu/node'
 # What the status reads in the stack's namespace.
@@ -292,12 +294,22 @@ def table_lines(rows, claims=()):
     return lines
 
 
-def verdict(rows):
-    """The line under the table: whether the stack is ready on every GPU node, else the nodes where it is not."""
-    if rows and all(row['ready'] for row in rows):
+def verdict(rows, controller=None):
+    """The line under the table: whether the stack is ready on every GPU node (and the ComputeDomain controller, a
+    deployment_state, available where there is one), else the nodes where it is not, or the controller."""
+    if rows and all(row['ready'] for row in rows) and (controller is None or controller['ready']):
         return 'GPU stack ready on every GPU node'
+    if rows and all(row['ready'] for row in rows):
+        return 'GPU stack NOT ready: %s' % controller_line(controller)
     return 'GPU stack NOT ready on %s' % (', '.join(row['node'] for row in rows if not row['ready'])
                                           or 'any node: no GPU node found')
+
+
+def controller_line(controller):
+    """The ComputeDomain controller's Deployment (a deployment_state), in words."""
+    return 'ComputeDomain controller %s/%s %s: %d of %d replicas available' % (
+        controller['namespace'], controller['name'], 'available' if controller['ready'] else 'NOT available',
+        controller['available'], controller['replicas'])
 
 
 def status_node(node):
@@ -395,7 +407,13 @@ def run(module, api):
     rows = node_rows(facts, nodes, pods, api.list_jobs(params['namespace'], VALIDATION_SELECTOR), daemonsets,
                      dra=dra_devices(dra[0], dra[1]) if dra else None)
     claims = pending_claims(dra[1], dra[2]) if dra else []
+    # The ComputeDomain controller, where a node runs the DRA stack and the deploy made it.
+    found = api.read_optional('/apis/apps/v1/namespaces/%s/deployments/%s' % (params['namespace'], DRA_CONTROLLER))[
+        0] if dra else None
+    controller = deployment_state(found) if found else None
     for warning in warnings:
         module.warn(warning)
-    return {'changed': False, 'nodes': rows, 'ready': bool(rows) and all(row['ready'] for row in rows),
-            'pending_claims': claims, 'lines': table_lines(rows, claims) + [verdict(rows)]}
+    lines = table_lines(rows, claims) + ([controller_line(controller)] if controller else [])
+    return {'changed': False, 'nodes': rows, 'dra_controller': controller,
+            'ready': bool(rows) and all(row['ready'] for row in rows) and (controller is None or controller['ready']),
+            'pending_claims': claims, 'lines': lines + [verdict(rows, controller)]}

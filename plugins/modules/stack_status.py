@@ -179,6 +179,14 @@ ready:
   description: Whether there is a GPU node and the stack is ready on every one.
   returned: always
   type: bool
+dra_controller:
+  description:
+    - Where a node runs the DRA stack, the DRA driver's ComputeDomain controller Deployment
+      (C(nvidia-dra-driver-controller), with C(dra_driver_compute_domains_enabled)): its name, namespace, replicas,
+      updated and available counts, and whether it is ready (every replica updated and available); null where there
+      is none. A controller not ready makes RV(ready) false.
+  returned: always
+  type: dict
 pending_claims:
   description: The ResourceClaims of NVIDIA GPUs the scheduler has not allocated.
   returned: always
@@ -198,8 +206,8 @@ pending_claims:
 lines:
   description:
     - The rows as text aligned under a header, a line for each node whose driver upgrade failed (with the cause)
-      and each node no driver DaemonSet serves, a line for each of RV(pending_claims), then whether the stack is
-      ready on every GPU node.
+      and each node no driver DaemonSet serves, a line for each of RV(pending_claims), one for RV(dra_controller),
+      then whether the stack is ready on every GPU node.
   returned: always
   type: list
   elements: str

@@ -198,12 +198,19 @@ class StatusCluster:
     label-selected and sent as the API server sends them in the view asked for: without labels as Table cells,
     unless full_pods (a server that serves no Table, whose full objects have them)."""
 
-    def __init__(self, nodes, pods, jobs, daemonsets, full_pods=False, resource_lists=None):
+    def __init__(self, nodes, pods, jobs, daemonsets, full_pods=False, resource_lists=None, objects=None):
         self.nodes, self.pods, self.jobs, self.daemonsets = nodes, pods, jobs, daemonsets
         self.full_pods = full_pods
         # {path: items} of resource.k8s.io/v1; None: a server without it (before Kubernetes 1.34).
         self.resource_lists = resource_lists
+        # {path: object} read one by one (the ComputeDomain controller's Deployment).
+        self.objects = objects or {}
         self.reads = []
+
+    def read_optional(self, path):
+        self.reads.append(("object", path))
+        found = self.objects.get(path)
+        return found, found is not None
 
     def list_items(self, path, label_selector=None, field_selector=None):
         self.reads.append(("items", path, field_selector))
@@ -385,3 +392,34 @@ def test_a_dra_node_is_ready_with_its_kubelet_plugin_and_published_gpus_and_pend
     assert "2 (1 allocated)" in result["lines"][2] and "DRA DEVICES" in result["lines"][0]
     assert dra_devices([], []) == ({}, {}) and pending_claims([claim("lonely")], []) == [
         {"claim": "ml/lonely", "pod": None, "reason": "no pod uses it"}]
+    assert result["dra_controller"] is None
+
+
+def test_the_compute_domain_controller_is_shown_and_the_stack_not_ready_while_it_is_not_available():
+    build = "9.6.20260303-1"
+    node_read = full_node("dra", build)
+    node_read["metadata"]["labels"]["nvidia.com/gpu.deploy.dra-driver"] = "true"
+    pods = [pod("dra", component, app="nvidia-driver-daemonset-" + build if component == "nvidia-driver" else None)
+            for component in ("nvidia-driver",) + OPERANDS + ("nvidia-dra-driver-kubelet-plugin",)
+            if component != "nvidia-device-plugin"]
+    path = "/apis/apps/v1/namespaces/gpu/deployments/nvidia-dra-driver-controller"
+    module = type("Module", (), {"params": {"namespace": "gpu", "label_selector": None}, "warnings": [],
+                                 "warn": lambda self, message: self.warnings.append(message)})()
+    deployment = {"metadata": {"name": "nvidia-dra-driver-controller", "namespace": "gpu", "generation": 2},
+                  "spec": {"replicas": 1}, "status": {"observedGeneration": 2, "updatedReplicas": 1}}
+    results = []
+    for available in (0, 1):
+        deployment["status"]["availableReplicas"] = available
+        cluster = StatusCluster([node_read], pods, [job("dra", "dra", succeeded=1)], [driver_daemonset(build)],
+                                resource_lists={"/apis/resource.k8s.io/v1/resourceslices": [resource_slice("dra", 1)],
+                                                "/apis/resource.k8s.io/v1/resourceclaims": []},
+                                objects={path: deployment})
+        results.append(run(module, cluster))
+    assert [(result["ready"], result["dra_controller"]["ready"]) for result in results] == [(False, False), (True, True)]
+    assert results[0]["lines"][-2:] == [
+        "ComputeDomain controller gpu/nvidia-dra-driver-controller NOT available: 0 of 1 replicas available",
+        "GPU stack NOT ready: ComputeDomain controller gpu/nvidia-dra-driver-controller NOT available: 0 of 1 "
+        "replicas available"]
+    assert results[1]["lines"][-2:] == [
+        "ComputeDomain controller gpu/nvidia-dra-driver-controller available: 1 of 1 replicas available",
+        "GPU stack ready on every GPU node"]
