@@ -530,6 +530,21 @@ def test_uninstall_removes_every_dra_object_and_leaves_the_cluster_as_before(clu
     assert all(slices_of(cluster, node) for node in story.nodes[1:])
     # A ComputeDomain of the earlier test goes with its CRD.
     assert call(cluster, "GET", COMPUTE_DOMAINS % story.workloads)["items"]
+    # A pod holding a GPU through a claim: the uninstall refuses, naming it, before anything changes (once the
+    # kubelet plugin is gone its claim could not be unprepared); deleted while the plugin runs, it goes.
+    dra_l4 = story.nodes[1]
+    claim_pod(cluster, story.workloads, "holder", {"deviceClassName": "gpu.nvidia.com"}, node=dra_l4)
+    wait_for(lambda: running_on(cluster, story.workloads, "holder"), message="the claim holder running")
+    deployed = api.object_names(cluster.client)
+    task, failed = playbook(cluster, "uninstall", story.variables).failure()
+    assert task.endswith("No pod holds GPUs of the DRA driver through a ResourceClaim (uninstall_claim_holders_ignored)")
+    claim = cluster.core.read_namespaced_pod("holder", story.workloads).status.resource_claim_statuses[0]
+    assert "Pods hold GPUs of the DRA driver through ResourceClaims: pod %s/holder on node %s (claim %s)." % (
+        story.workloads, dra_l4, claim.resource_claim_name) in failed["msg"], failed["msg"]
+    assert api.object_names(cluster.client) == deployed
+    cluster.core.delete_namespaced_pod("holder", story.workloads)
+    call(cluster, "DELETE", RESOURCE + "/namespaces/%s/resourceclaimtemplates/holder" % story.workloads)
+    wait_for(lambda: not cluster.core.list_namespaced_pod(story.workloads).items, message="the claim holder gone")
     playbook(cluster, "uninstall", story.variables).succeeded()
     assert not any(slices_of(cluster, node) for node in story.nodes)
     after = api.object_names(cluster.client)
