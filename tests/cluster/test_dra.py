@@ -230,6 +230,10 @@ def test_the_scheduler_allocates_claims_by_class_and_by_cel_selector_and_status_
     assert (claim["pod"], claim["reason"]) == ("%s/no-such-gpu" % workloads, pending[0].message)
     (table,) = [result["msg"] for name, result in run.results if name == "Print the status table"]
     assert "claim %s of pod %s/no-such-gpu pending: %s" % (claim["claim"], workloads, pending[0].message) in table
+    # The ComputeDomain controller, which the deploy waited for, under the table.
+    assert "ComputeDomain controller %s/nvidia-dra-driver-controller available: 1 of 1 replicas available" % (
+        story.namespace) in table
+    assert (status["dra_controller"]["name"], status["dra_controller"]["ready"]) == ("nvidia-dra-driver-controller", True)
 
     # Deleted (not forced): each pod goes once the kubelet plugin unprepared its claim.
     for pod in ("any-gpu", "big-hopper", "no-such-gpu"):
