@@ -25,13 +25,13 @@ description:
     under I(mig_strategy); it fails at once naming the nodes whose state is C(failed), at I(timeout) naming each
     node not there and why.
   - On a node of the DRA stack (C(nvidia.com/gpu.deploy.dra-driver=true)) the NVIDIA DRA driver's kubelet plugin
-    serves the layout, whatever I(mig_strategy): the node is done once its ResourceSlice publishes the layout's
+    serves the layout, whatever I(mig_strategy). The node is done once its ResourceSlice publishes the layout's
     devices (each GPU with MIG disabled as a C(gpu), each MIG device as C(mig-<profile>)). The plugin finds its
     devices when it starts and the MIG manager does not stop it, so once the MIG manager reports C(success) the
     plugin's pod there is restarted (once). The MIG manager sets the deploy labels of the GPU clients it stops back
-    to C(true), absent ones too: the device plugin's label, absent on such a node, is set to C(false) with the layout
-    (the MIG manager leaves C(false) alone; annotation C(accelerators.gpu/mig.device-plugin-pinned)) and removed once
-    the layout is applied, so that no device plugin starts beside the kubelet plugin.
+    to C(true), absent ones too, so the device plugin's label, absent on such a node, is set to C(false) with the
+    layout (the MIG manager leaves C(false) alone; annotation C(accelerators.gpu/mig.device-plugin-pinned)) and
+    removed once the layout is applied, so that no device plugin starts beside the kubelet plugin.
   - I(action=default) sets I(config) on the nodes that name no layout; I(action=remove) removes
     C(nvidia.com/mig.config) and C(nvidia.com/mig.config.state) where the value is still the one this module set
     (annotation C(accelerators.gpu/mig.config)), and the annotation.

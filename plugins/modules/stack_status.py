@@ -182,9 +182,9 @@ ready:
 dra_controller:
   description:
     - Where a node runs the DRA stack, the DRA driver's ComputeDomain controller Deployment
-      (C(nvidia-dra-driver-controller), with C(dra_driver_compute_domains_enabled)): its name, namespace, replicas,
-      updated and available counts, and whether it is ready (every replica updated and available); null where there
-      is none. A controller not ready makes RV(ready) false.
+      (C(nvidia-dra-driver-controller), with C(dra_driver_compute_domains_enabled)) with its name, namespace,
+      replicas, updated and available counts, and whether it is ready (every replica updated and available); null
+      where there is none. A controller not ready makes RV(ready) false.
   returned: always
   type: dict
 pending_claims:

@@ -760,4 +760,3 @@ def test_a_deployment_is_ready_with_its_spec_observed_and_every_replica_updated_
     assert readiness.observe_deployments(ready, ['controller'], '').ready and ('pods', 'app=controller') not in ready.calls
     missing = readiness.observe_deployments(FakeReads(missing=['nope']), ['nope'], '')
     assert not missing.ready and missing.problems[0]['text'] == 'Deployment gpu/nope does not exist'
-
