@@ -84,7 +84,7 @@ docs-lint: docs-src ## antsibull-docs' collection docs lint (plugins, roles, doc
 # keep both busy. PYTEST_WORKERS=0: one process.
 PYTEST_WORKERS ?= 4
 pytest: deps collection ## unit tests and integration tests against a local control plane (the matrix apart), on PYTEST_WORKERS workers
-	python -m pytest tests --ignore=tests/matrix -n $(PYTEST_WORKERS) --dist loadgroup
+	python -m pytest tests --ignore=tests/matrix -n $(PYTEST_WORKERS) --dist loadfile
 
 matrix: deps collection ## unit tests and a demo-fleet smoke per ansible-core/Python/kubernetes client combination; MATRIX=ci (oldest, newest), all, or names (python -m matrix list)
 	@python -m matrix list

@@ -96,15 +96,14 @@ def cluster(tmp_path_factory):
         plane.down()
 
 
-# The vanilla cluster's tests run as one xdist group (`--dist loadgroup`), on one worker and one after the other,
-# every other file as its own group (as `--dist loadfile` would): one worker starts the vanilla cluster, and stops it
-# after the group's last test, instead of every worker that got one of those files keeping one idle until the end.
-VANILLA_GROUP = "kubernetes-cluster"
+# The vanilla cluster runs only while its tests do: a worker stops it after a test that used it when the next test it
+# runs does not (xdist tells each test the next one), instead of keeping it idle until the end of the run; a later
+# test that needs it starts it again. Its tests are kept next to each other, so a run without xdist starts it once.
 _VANILLA = pytest.StashKey()
 
 
 class VanillaCluster:
-    """The vanilla cluster of a test session: started when a test first asks for it, stopped after its group."""
+    """The vanilla cluster of a test session: started when a test asks for it and none runs, stopped after its tests."""
 
     def __init__(self, tmp_path_factory):
         self.tmp_path_factory = tmp_path_factory
@@ -136,17 +135,13 @@ def kubernetes_cluster(vanilla_cluster):
     return vanilla_cluster.get()
 
 
-def _group(item):
-    return item.get_closest_marker("xdist_group").args[0]
+def _uses_vanilla(item):
+    return item is not None and "kubernetes_cluster" in item.fixturenames
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
-    """Every test file is an xdist group, those using the vanilla cluster one group together, kept next to each other
-    (also without xdist, so that a run starts the vanilla cluster once)."""
-    vanilla_files = set(item.path for item in items if "kubernetes_cluster" in item.fixturenames)
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(VANILLA_GROUP if item.path in vanilla_files else item.nodeid.split("::")[0]))
+    """The files that use the vanilla cluster next to each other, where the first of them was."""
+    vanilla_files = set(item.path for item in items if _uses_vanilla(item))
     first = next((index for index, item in enumerate(items) if item.path in vanilla_files), None)
     if first is not None:
         vanilla = [item for item in items if item.path in vanilla_files]
@@ -156,9 +151,9 @@ def pytest_collection_modifyitems(items):
 
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item, nextitem):
-    """After the vanilla group's last test (fixtures torn down), its cluster stops."""
+    """After a test that used the vanilla cluster (its fixtures torn down), the cluster stops unless the next needs it."""
     vanilla = item.config.stash.get(_VANILLA, None)
-    if vanilla is not None and _group(item) == VANILLA_GROUP and (nextitem is None or _group(nextitem) != VANILLA_GROUP):
+    if vanilla is not None and _uses_vanilla(item) and not _uses_vanilla(nextitem):
         vanilla.stop()
 
 
