@@ -45,9 +45,18 @@ def allocation_results(claim):
     return ((((claim.get('status') or {}).get('allocation') or {}).get('devices') or {}).get('results')) or []
 
 
+def exclusive_gpus(claim):
+    """The devices of the NVIDIA DRA driver allocated to a ResourceClaim other than with admin access (the monitoring
+    view of the node agents' claims, which keeps the devices from no one): [{request, driver, pool, device}]."""
+    return [result for result in allocation_results(claim)
+            if result.get('driver') == DRIVER and not result.get('adminAccess')]
+
+
 def holds_gpus(claim):
-    """Whether a ResourceClaim was allocated devices of the NVIDIA DRA driver."""
-    return any(result.get('driver') == DRIVER for result in allocation_results(claim))
+    """Whether a ResourceClaim was allocated devices of the NVIDIA DRA driver, other than with admin access: a claim
+    of the node agents (GFD, DCGM) neither makes its pod a GPU workload to evict nor counts as allocating devices,
+    as the GPU Operator's PodHasNVIDIAGPUClaim without admin access counts them."""
+    return bool(exclusive_gpus(claim))
 
 
 def asks_for_gpus(claim):

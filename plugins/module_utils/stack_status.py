@@ -12,7 +12,8 @@ __metaclass__ = type
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import (
     NODE_FULL, POD_CELLS, POD_FULL, POD_READINESS, APIError)
 from ansible_collections.accelerators.gpu.plugins.module_utils.dra import (
-    API as RESOURCE_API, DRIVER as DRA_DRIVER, allocation_results, asks_for_gpus, claim_names, published_devices)
+    API as RESOURCE_API, DRIVER as DRA_DRIVER, allocation_results, asks_for_gpus, claim_names, exclusive_gpus,
+    published_devices)
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import is_managed_driver, serves
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_upgrade import FAILURE_ANNOTATION, STATE_LABEL
 from ansible_collections.accelerators.gpu.plugins.module_utils.gfd_labels import driver_version, gpu_summary
@@ -112,12 +113,12 @@ def in_dra_stack(fact):
 
 
 def dra_devices(slices, claims):
-    """({node: devices its gpu.nvidia.com ResourceSlices publish}, {node: devices of them allocated to claims})."""
+    """({node: devices its gpu.nvidia.com ResourceSlices publish}, {node: devices of them allocated to claims}); a
+    device allocated with admin access only (the node agents' claims of all of them) counts as free: it is."""
     published, allocated = published_devices(slices), {}
     for claim in claims:
-        for result in allocation_results(claim):
-            if result.get('driver') == DRA_DRIVER:
-                allocated[result.get('pool')] = allocated.get(result.get('pool'), 0) + 1
+        for result in exclusive_gpus(claim):
+            allocated[result.get('pool')] = allocated.get(result.get('pool'), 0) + 1
     return published, allocated
 
 

@@ -195,9 +195,11 @@ def test_evictions_go_on_through_a_lost_api_server_and_say_so_at_the_timeout():
         run(FakeModule(params(timeout=3)), cluster, clock=clock, sleep=clock.sleep)
 
 
-def allocated_claim(name, driver):
-    return {'metadata': {'name': name, 'namespace': 'ml'}, 'status': {'allocation': {'devices': {'results': [
-        {'request': 'gpu', 'driver': driver, 'pool': 'gpu-1', 'device': 'gpu-0'}]}}}}
+def allocated_claim(name, driver, admin_access=None):
+    result = {'request': 'gpu', 'driver': driver, 'pool': 'gpu-1', 'device': 'gpu-0'}
+    if admin_access is not None:
+        result['adminAccess'] = admin_access
+    return {'metadata': {'name': name, 'namespace': 'ml'}, 'status': {'allocation': {'devices': {'results': [result]}}}}
 
 
 def test_pods_holding_claims_of_nvidia_gpus_are_gpu_workloads_and_others_are_not():
@@ -212,3 +214,17 @@ def test_pods_holding_claims_of_nvidia_gpus_are_gpu_workloads_and_others_are_not
     assert (result['evicted'], cluster.evictions) == (['ml/trainer'], ['ml/trainer'])
     assert eviction_plan([trainer], gpu_claims=frozenset(['ml/trainer-gpu-x']))['evict'] == [trainer]
     assert eviction_plan([trainer])['evict'] == []
+
+
+def test_a_claim_of_gpus_with_admin_access_makes_no_gpu_workload():
+    """The node agents' claims (GFD, DCGM) see GPUs others use and keep them from no one: not evicted for them (as the
+    GPU Operator's PodHasNVIDIAGPUClaim without admin access), unlike a claim allocated without admin access."""
+    monitor, trainer = pod('monitor'), pod('trainer')
+    for holder, claim_name in ((monitor, 'monitor-gpus-x'), (trainer, 'trainer-gpu-x')):
+        holder['spec']['resourceClaims'] = [{'name': 'gpus', 'resourceClaimTemplateName': 'admin'}]
+        holder['status']['resourceClaimStatuses'] = [{'name': 'gpus', 'resourceClaimName': claim_name}]
+    cluster = EvictionCluster([monitor, trainer], claims=[
+        allocated_claim('monitor-gpus-x', 'gpu.nvidia.com', admin_access=True),
+        allocated_claim('trainer-gpu-x', 'gpu.nvidia.com', admin_access=False)])
+    result = run(FakeModule(params()), cluster, clock=Clock(), sleep=lambda seconds: None)
+    assert (result['evicted'], result['spared'], cluster.evictions) == (['ml/trainer'], [], ['ml/trainer'])

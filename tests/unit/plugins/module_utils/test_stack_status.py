@@ -390,6 +390,12 @@ def test_a_dra_node_is_ready_with_its_kubelet_plugin_and_published_gpus_and_pend
     assert result["lines"][-2] == ("claim ml/train-gpu-x of pod ml/train pending: 0/3 nodes are available: 3 cannot "
                                    "allocate all claims.")
     assert "2 (1 allocated)" in result["lines"][2] and "DRA DEVICES" in result["lines"][0]
+    # A claim of every GPU of a node with admin access (the node agents') allocates none of them.
+    agents = claim("agents", "dra")
+    agents["status"]["allocation"]["devices"]["results"] = [
+        {"request": "admin-gpus", "driver": "gpu.nvidia.com", "pool": "dra", "device": "gpu-%d" % index,
+         "adminAccess": True} for index in range(2)]
+    assert dra_devices([resource_slice("dra", 2)], [agents, claim("served", "dra")]) == ({"dra": 2}, {"dra": 1})
     assert dra_devices([], []) == ({}, {}) and pending_claims([claim("lonely")], []) == [
         {"claim": "ml/lonely", "pod": None, "reason": "no pod uses it"}]
     assert result["dra_controller"] is None
