@@ -121,3 +121,21 @@ def test_a_prepared_pod_is_unprepared_only_while_the_plugin_serves():
     plugin.unprepare(prepared, True)
     assert core.patches == [("ml", "train", {"metadata": {"annotations": {dra.PREPARED: None}}})]
     assert plugin.holds_gpus(prepared) and not plugin.holds_gpus(pod())
+
+
+def test_a_pod_whose_gpus_all_came_with_admin_access_is_prepared_and_unprepared_but_holds_no_gpus():
+    """The node agents' claims: prepared (not Running before) and unprepared (not gone before) as any, but a
+    monitoring view of the GPUs, which keeps no driver from loading."""
+    admin = claim("train-gpu", "gpu.nvidia.com")
+    admin["status"]["allocation"]["devices"]["results"][0]["adminAccess"] = True
+    plugin, core = plugin_with([admin])
+    assert plugin.prepare_problem(pod(), False) == (
+        "failed to prepare dynamic resources: DRA driver gpu.nvidia.com is not registered")
+    assert plugin.prepare_problem(pod(), True) is None
+    assert core.patches == [("ml", "train", {"metadata": {"annotations": {dra.PREPARED: dra.ADMIN_ONLY}}})]
+    prepared = pod({dra.PREPARED: dra.ADMIN_ONLY})
+    assert not plugin.holds_gpus(prepared)
+    plugin.unprepare(prepared, False)
+    assert core.patches[1:] == []
+    plugin.unprepare(prepared, True)
+    assert core.patches[1:] == [("ml", "train", {"metadata": {"annotations": {dra.PREPARED: None}}})]

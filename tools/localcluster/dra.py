@@ -25,8 +25,12 @@ kubelet plugin is Ready (NodePrepareResources; else it stays in ContainerCreatin
 registered"); the pod is then annotated prepared (PREPARED). A prepared pod that finished or is being deleted is
 unprepared (the annotation removed) only while the plugin is Ready: until then kwok does not delete it (stages.py), so
 a pod being deleted on a node whose plugin went first stays Terminating, as the kubelet retries NodeUnprepareResources.
+That holds for claims with admin access too (the node agents' of the DRA stack).
 Not played: the CDI specs themselves, device health, the compute-domain plugin and the ComputeDomain controller. A
-prepared pod holds the node's GPUs (holds_gpus) as a pod requesting nvidia.com/gpu does.
+prepared pod holds the node's GPUs (holds_gpus) as a pod requesting nvidia.com/gpu does, unless all of its GPUs came
+with admin access (annotated PREPARED=ADMIN_ONLY): a monitoring view of devices others use, which the GPU Operator's
+agents (GFD, the DCGM exporter, DCGM) hold, and which, as their device-plugin forms' access through the runtime, keeps
+neither a driver from loading nor a MIG layout from being applied here.
 """
 
 import hashlib
@@ -39,6 +43,8 @@ from kubernetes.client.rest import ApiException
 # carrying it.
 from .stages import DRA_PREPARED_ANNOTATION as PREPARED
 
+# PREPARED's value on a pod all of whose claims of gpu.nvidia.com were allocated with admin access.
+ADMIN_ONLY = "admin-access"
 LOG = logging.getLogger("simulator.dra")
 KUBELET_PLUGIN = "nvidia-dra-driver-kubelet-plugin"
 # The node label the kubelet plugin DaemonSet selects.
@@ -125,10 +131,12 @@ def gpu_devices(node_name, hw, driver_version, cuda_version, layout):
     return devices
 
 
-def allocated_gpus(claim):
-    """Whether the scheduler allocated devices of gpu.nvidia.com to the claim."""
+def allocated_gpus(claim, admin_access=True):
+    """Whether the scheduler allocated devices of gpu.nvidia.com to the claim (with admin_access=False: other than
+    with admin access)."""
     results = ((((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")) or []
-    return any(result.get("driver") == DRIVER for result in results)
+    return any(result.get("driver") == DRIVER and (admin_access or not result.get("adminAccess"))
+               for result in results)
 
 
 class KubeletPlugin:
@@ -160,7 +168,7 @@ class KubeletPlugin:
         """A running pod whose claims of gpu.nvidia.com were prepared."""
         if pod["metadata"].get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             return False
-        return PREPARED in (pod["metadata"].get("annotations") or {})
+        return (pod["metadata"].get("annotations") or {}).get(PREPARED, ADMIN_ONLY) != ADMIN_ONLY
 
     def prepare_problem(self, pod, serving):
         """Why the kubelet cannot start a pod yet because of its ResourceClaims, None when it can (and then the claims
@@ -171,7 +179,7 @@ class KubeletPlugin:
         namespace = pod["metadata"]["namespace"]
         generated = {status["name"]: status.get("resourceClaimName")
                      for status in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
-        gpus = False
+        gpus = exclusive = False
         for ref in refs:
             name = ref.get("resourceClaimName") or generated.get(ref["name"])
             claim = self.claims.get("%s/%s" % (namespace, name)) if name else None
@@ -179,13 +187,14 @@ class KubeletPlugin:
                 return "waiting for ResourceClaim %s of pod %s/%s to be allocated" % (
                     name or ref["name"], namespace, pod["metadata"]["name"])
             gpus = gpus or allocated_gpus(claim)
+            exclusive = exclusive or allocated_gpus(claim, admin_access=False)
         if not gpus:
             return None
         if not serving:
             return "failed to prepare dynamic resources: DRA driver %s is not registered" % DRIVER
         if PREPARED not in (pod["metadata"].get("annotations") or {}):
-            self.sim.core.patch_namespaced_pod(pod["metadata"]["name"], namespace,
-                                               {"metadata": {"annotations": {PREPARED: "true"}}})
+            self.sim.core.patch_namespaced_pod(pod["metadata"]["name"], namespace, {"metadata": {"annotations": {
+                PREPARED: "true" if exclusive else ADMIN_ONLY}}})
             LOG.info("pod %s/%s: claims of %s prepared on %s", namespace, pod["metadata"]["name"], DRIVER,
                      pod["spec"]["nodeName"])
         return None

@@ -622,7 +622,8 @@ class Simulator:
         # on the next one).
         order = {DRIVER: 0, TOOLKIT: 1, VALIDATOR: 1.5, sharing.MPS_CONTROL_DAEMON: 1.8, hostengine.HOSTENGINE: 1.8,
                  DEVICE_PLUGIN: 2, DCGM_EXPORTER: 2, GFD: 2, mig.MIG_MANAGER: 2, dra.KUBELET_PLUGIN: 2}
-        pods.sort(key=lambda p: order.get(component(p), 3))
+        # A pod holding claims after the kubelet plugin, which prepares them (the node agents of the DRA stack).
+        pods.sort(key=lambda p: order.get(component(p), 3) + (1 if p["spec"].get("resourceClaims") else 0))
         hw = hardware(node)
         # A pre-installed driver is there from the start.
         ready = {DRIVER} if hw.get("host_driver") else set()
