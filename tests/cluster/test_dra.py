@@ -32,6 +32,12 @@ WORKLOAD_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
 COMPONENT = "app.kubernetes.io/component"
 DEVICE_PLUGIN, KUBELET_PLUGIN = "nvidia-device-plugin", "nvidia-dra-driver-kubelet-plugin"
 VALIDATOR = "nvidia-operator-validator"
+# The node agents that come in one DaemonSet per allocator: on the DRA nodes the "-dra" one, its GPUs from an
+# admin-access claim of its template (by the agent's component label).
+AGENTS = {"gpu-feature-discovery": ("gpu-feature-discovery-dra", "nvidia-gfd-admin"),
+          "nvidia-dcgm-exporter": ("nvidia-dcgm-exporter-dra", "nvidia-dcgm-exporter-admin"),
+          "nvidia-dcgm": ("nvidia-dcgm-dra", "nvidia-dcgm-admin")}
+ADMIN_ACCESS = "resource.kubernetes.io/admin-access"
 DRA_LABEL = "nvidia.com/gpu.deploy.dra-driver"
 COMPUTE_DOMAINS = "/apis/resource.nvidia.com/v1beta1/namespaces/%s/computedomains"
 # A driver newer than the default (common_driver_version), which the story's rollout takes every node to.
@@ -52,7 +58,7 @@ def dra_fleet():
 @pytest.fixture(scope="module")
 def story(cluster):
     """The fleet, the operand namespace (created first, as the session's tests do), the object names before the
-    deploy, and the deploy's variables (ComputeDomains on); the stack deployed once."""
+    deploy, and the deploy's variables (ComputeDomains and standalone DCGM on); the stack deployed once."""
     spec = dra_fleet()
     made = fleets.Fleet(cluster.client, spec, prefix="dra-%s-" % os.urandom(2).hex()).apply().wait_ready()
     log_size = cluster.simulator_log_size()
@@ -66,7 +72,7 @@ def story(cluster):
     # The session cluster's earlier tests may still be deleting their namespaces: what those hold goes meanwhile.
     leaving = {ns.metadata.name for ns in cluster.core.list_namespace().items if ns.metadata.deletion_timestamp}
     variables = fleet_variables(namespace, spec, common_dra_node_selector=DRA_SELECTOR,
-                                dra_driver_compute_domains_enabled=True)
+                                dra_driver_compute_domains_enabled=True, dcgm_enabled=True)
     playbook(cluster, "deploy", variables).succeeded()
     yield types.SimpleNamespace(spec=spec, nodes=made.node_names, namespace=namespace, workloads=workloads,
                                 before=before, leaving=leaving, variables=variables)
@@ -131,6 +137,24 @@ def running_on(cluster, namespace, name):
     return pod.spec.node_name if pod.status.phase == "Running" else None
 
 
+def agent_pods(cluster, namespace):
+    """{component: {app: {node: pod}}} of the node agents' pods (AGENTS) in namespace, not being deleted."""
+    found = {}
+    for pod in cluster.core.list_namespaced_pod(namespace, label_selector="%s in (%s)" % (
+            COMPONENT, ", ".join(AGENTS))).items:
+        if not pod.metadata.deletion_timestamp:
+            found.setdefault(pod.metadata.labels[COMPONENT], {}).setdefault(
+                pod.metadata.labels["app"], {})[pod.spec.node_name] = pod
+    return found
+
+
+def claim_of(cluster, pod):
+    """The ResourceClaim the scheduler made for the pod's claim admin-gpus (from its template)."""
+    (status,) = [s for s in pod.status.resource_claim_statuses or [] if s.name == "admin-gpus"]
+    return call(cluster, "GET", RESOURCE + "/namespaces/%s/resourceclaims/%s" % (
+        pod.metadata.namespace, status.resource_claim_name))
+
+
 def test_a_mixed_fleet_deploys_in_one_run_each_node_with_its_plugin(cluster, story):
     dp, dra_l4, dra_h100 = story.nodes
     # The device-plugin node advertises nvidia.com/gpu; the DRA nodes run the kubelet plugin and advertise none.
@@ -166,6 +190,34 @@ def test_a_mixed_fleet_deploys_in_one_run_each_node_with_its_plugin(cluster, sto
     assert classes == ["compute-domain-daemon.nvidia.com", "compute-domain-default-channel.nvidia.com",
                        "gpu.nvidia.com", "mig.nvidia.com"]
     assert cluster.apps.read_namespaced_deployment("nvidia-dra-driver-controller", story.namespace).spec.replicas == 1
+    # GFD, the DCGM exporter and DCGM: on the device-plugin node as before, on each DRA node their "-dra" form,
+    # Running with a claim of its template that the scheduler allocated every GPU of the node with admin access (in the
+    # namespace labelled to allow it); the exporters reach their node's hostengine through the one Service.
+    assert cluster.core.read_namespace(story.namespace).metadata.labels[ADMIN_ACCESS] == "true"
+    agents = agent_pods(cluster, story.namespace)
+    for component, (dra_name, template) in AGENTS.items():
+        assert {app: sorted(pods) for app, pods in agents[component].items()} == {
+            component: [dp], dra_name: sorted([dra_l4, dra_h100])}, component
+        assert not agents[component][component][dp].spec.resource_claims
+        for node in (dra_l4, dra_h100):
+            pod = agents[component][dra_name][node]
+            assert pod.status.phase == "Running", (component, node)
+            assert [c.resource_claim_template_name for c in pod.spec.resource_claims] == [template]
+            results = claim_of(cluster, pod)["status"]["allocation"]["devices"]["results"]
+            assert sorted((r["pool"], r["device"], r["adminAccess"]) for r in results) == sorted(
+                (node, d["name"], True) for s in slices_of(cluster, node) for d in s["spec"]["devices"]), results
+    # Kubernetes 1.34 takes admin access (DRAAdminAccess, beta and on by default) only in a namespace so labelled.
+    admin_template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                      "metadata": {"name": "peek"}, "spec": {"spec": {"devices": {"requests": [{
+                          "name": "gpus", "exactly": {"deviceClassName": "gpu.nvidia.com", "allocationMode": "All",
+                                                      "adminAccess": True}}]}}}}
+    denied = refusal(cluster.client, "POST", RESOURCE + "/namespaces/%s/resourceclaimtemplates" % story.workloads,
+                     admin_template)
+    assert denied[0] == 422 and ADMIN_ACCESS in denied[1], denied
+    exporter_env = {e.name: e.value for e in agents["nvidia-dcgm-exporter"]["nvidia-dcgm-exporter-dra"][dra_l4]
+                    .spec.containers[0].env}
+    assert (exporter_env["KUBERNETES_ENABLE_DRA"], exporter_env["DCGM_REMOTE_HOSTENGINE_INFO"]) == (
+        "true", "nvidia-dcgm:5555")
 
     assert playbook(cluster, "deploy", story.variables).succeeded().stats["changed"] == 0
 
@@ -269,12 +321,13 @@ def slice_lister(cluster):
 def observe(cluster, story):
     """One moment of the cluster: per node of the fleet, its allocatable nvidia.com/gpu and the devices its
     ResourceSlices publish, whether it is cordoned and labelled for the kubelet plugin, its plugin pods and validator
-    pods (by DaemonSet; terminating ones too) and the workload pods on it, by name: how they get GPUs (DEVICE_PLUGIN:
-    nvidia.com/gpu, KUBELET_PLUGIN: a claim, None), terminating or not; and the serve replicas running."""
+    pods (by DaemonSet; terminating ones too) and the workload pods on it and the node agents' pods holding claims, by
+    name: how they get GPUs (DEVICE_PLUGIN: nvidia.com/gpu, KUBELET_PLUGIN: a claim, None), terminating or not; and the
+    serve replicas running."""
     nodes, operands, pods, slices = at_one_revision(
         lambda: cluster.core.list_node(label_selector=selector(story.spec)),
-        lambda **at: cluster.core.list_namespaced_pod(story.namespace, label_selector="%s in (%s, %s, %s)" % (
-            COMPONENT, DEVICE_PLUGIN, KUBELET_PLUGIN, VALIDATOR), **at),
+        lambda **at: cluster.core.list_namespaced_pod(story.namespace, label_selector="%s in (%s)" % (
+            COMPONENT, ", ".join((DEVICE_PLUGIN, KUBELET_PLUGIN, VALIDATOR) + tuple(AGENTS))), **at),
         lambda **at: cluster.core.list_namespaced_pod(story.workloads, **at),
         slice_lister(cluster))
     sample = {}
@@ -286,11 +339,13 @@ def observe(cluster, story):
             "cordoned": bool(node.spec.unschedulable),
             "dra_label": (node.metadata.labels or {}).get(DRA_LABEL),
             "plugins": sorted(p.metadata.labels[COMPONENT] for p in operands
-                              if p.spec.node_name == name and p.metadata.labels[COMPONENT] != VALIDATOR),
+                              if p.spec.node_name == name and p.metadata.labels[COMPONENT] in (DEVICE_PLUGIN,
+                                                                                              KUBELET_PLUGIN)),
             "validators": sorted(p.metadata.labels["app"] for p in operands
                                  if p.spec.node_name == name and p.metadata.labels[COMPONENT] == VALIDATOR),
+            # The node agents holding claims too.
             "pods": {p.metadata.name: (gpus_from(p), bool(p.metadata.deletion_timestamp))
-                     for p in pods if p.spec.node_name == name}}
+                     for p in pods + [a for a in operands if a.spec.resource_claims] if p.spec.node_name == name}}
     sample["serving"] = len([p for p in pods if (p.metadata.labels or {}).get("app") == "serve" and not
                              p.metadata.deletion_timestamp and p.status.phase == "Running"])
     return sample
@@ -457,6 +512,10 @@ def test_switching_the_dra_stack_off_rolls_its_nodes_to_the_device_plugin_one_at
         "holder": dra_l4, "bystander": dra_h100, "steady": dp}, message="the holder, bystander and steady running")
     running = {p.metadata.name: p.metadata.uid for p in cluster.core.list_namespaced_pod(workloads).items}
     kept = {name: uid for name, uid in running.items() if name != "holder"}
+    # The device-plugin node's agents, which switching DRA off leaves as they are.
+    steady_agents = {component: apps[component][dp].metadata.uid
+                     for component, apps in agent_pods(cluster, story.namespace).items()}
+    assert sorted(steady_agents) == sorted(AGENTS)
     before = api.object_names(cluster.client)
     labelled = {node: cluster.core.read_node(node).metadata.labels for node in story.nodes}
     values = dict(story.variables, common_dra_node_selector={})
@@ -471,6 +530,11 @@ def test_switching_the_dra_stack_off_rolls_its_nodes_to_the_device_plugin_one_at
 
     samples, evicted = sampled_deploy(cluster, story, values, [dra_l4, dra_h100], KUBELET_PLUGIN)
     assert evicted == ["holder"]
+    # The DRA node agents went before the kubelet plugin (sampled_deploy: no moment shows one of their pods on a node
+    # without it), and they were seen there.
+    seen = {name for sample in samples for node in (dra_l4, dra_h100) for name, (gpus, _gone)
+            in sample[node]["pods"].items() if gpus == KUBELET_PLUGIN and name != "holder"}
+    assert {name.rsplit("-", 1)[0] for name in seen} == {dra_name for dra_name, _template in AGENTS.values()}, seen
     # One node at a time: never both DRA nodes cordoned or without GPUs at once.
     down = [[node for node in (dra_l4, dra_h100) if sample[node]["cordoned"] or sum(sample[node]["gpus"]) == 0]
             for sample in samples]
@@ -491,6 +555,13 @@ def test_switching_the_dra_stack_off_rolls_its_nodes_to_the_device_plugin_one_at
         labels = cluster.core.read_node(node).metadata.labels
         assert (labels.get("nvidia.com/gpu.deploy.device-plugin"), labels.get("nvidia.com/gpu.deploy.dra-driver")) == (
             "true", None), node
+    # The agents: one DaemonSet each, on every node, those of the device-plugin node the same pods as before; the
+    # operand namespace no longer lets claims take admin access.
+    agents = agent_pods(cluster, story.namespace)
+    assert {component: sorted(apps[component]) for component, apps in agents.items()} == {
+        component: sorted(story.nodes) for component in AGENTS}
+    assert {component: apps[component][dp].metadata.uid for component, apps in agents.items()} == steady_agents
+    assert ADMIN_ACCESS not in cluster.core.read_namespace(story.namespace).metadata.labels
     # No pod left Terminating: the holder went (its claim unprepared), the others stand.
     pods = cluster.core.list_namespaced_pod(workloads).items
     assert {p.metadata.name: p.metadata.uid for p in pods} == kept
@@ -500,12 +571,14 @@ def test_switching_the_dra_stack_off_rolls_its_nodes_to_the_device_plugin_one_at
     # earlier tests may still be going, with what they hold).
     after = api.object_names(cluster.client)
     namespace = story.namespace
-    accounts = ["compute-domain-daemon-service-account", "nvidia-dra-driver-controller",
+    accounts = ["compute-domain-daemon-service-account", "nvidia-dcgm-exporter-dra", "nvidia-dra-driver-controller",
                 "nvidia-dra-driver-kubeletplugin"]
     gone = {kind: sorted(key for key in set(names) - set(after[kind]) if isinstance(key, str) or key[0] == namespace)
             for kind, names in before.items() if kind != "namespaces"}
     assert {kind: names for kind, names in gone.items() if names} == {
-        "daemonsets": [(namespace, "nvidia-dra-driver-kubelet-plugin"), (namespace, "nvidia-operator-validator-dra")],
+        "daemonsets": [(namespace, name) for name in sorted(
+            ["nvidia-dra-driver-kubelet-plugin", "nvidia-operator-validator-dra"]
+            + [dra_name for dra_name, _template in AGENTS.values()])],
         "deployments": [(namespace, "nvidia-dra-driver-controller")],
         "jobs": sorted((namespace, "nvidia-dra-validation-" + node) for node in (dra_l4, dra_h100)),
         "serviceaccounts": [(namespace, name) for name in accounts],
@@ -515,7 +588,8 @@ def test_switching_the_dra_stack_off_rolls_its_nodes_to_the_device_plugin_one_at
         "deviceclasses": ["compute-domain-daemon.nvidia.com", "compute-domain-default-channel.nvidia.com",
                           "gpu.nvidia.com", "mig.nvidia.com"],
         "resourceslices": before["resourceslices"],
-        "resourceclaimtemplates": [(namespace, "nvidia-dra-validation-gpu")],
+        "resourceclaimtemplates": [(namespace, name) for name in sorted(
+            ["nvidia-dra-validation-gpu"] + [template for _dra_name, template in AGENTS.values()])],
         "validatingadmissionpolicies": ["resourceslices-policy-nvidia-dra-driver"],
         "validatingadmissionpolicybindings": ["resourceslices-policy-nvidia-dra-driver"]}
     assert "computedomains.resource.nvidia.com" in after["crds"]
@@ -551,6 +625,10 @@ def test_uninstall_removes_every_dra_object_and_leaves_the_cluster_as_before(clu
     wait_for(lambda: not cluster.core.list_namespaced_pod(story.workloads).items, message="the claim holder gone")
     playbook(cluster, "uninstall", story.variables).succeeded()
     assert not any(slices_of(cluster, node) for node in story.nodes)
+    # No pod stays Terminating: the DRA node agents went while the kubelet plugin could unprepare their claims. The
+    # namespace, which the test made, no longer lets claims take admin access.
+    wait_for(lambda: not cluster.core.list_namespaced_pod(story.namespace).items, message="the operand pods gone")
+    assert ADMIN_ACCESS not in (cluster.core.read_namespace(story.namespace).metadata.labels or {})
     after = api.object_names(cluster.client)
 
     def keys(names):
