@@ -31,6 +31,7 @@ RESOURCE = "/apis/resource.k8s.io/v1"
 WORKLOAD_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
 COMPONENT = "app.kubernetes.io/component"
 DEVICE_PLUGIN, KUBELET_PLUGIN = "nvidia-device-plugin", "nvidia-dra-driver-kubelet-plugin"
+PLUGINS = (DEVICE_PLUGIN, KUBELET_PLUGIN)
 VALIDATOR = "nvidia-operator-validator"
 # The node agents that come in one DaemonSet per allocator: on the DRA nodes the "-dra" one, its GPUs from an
 # admin-access claim of its template (by the agent's component label).
@@ -327,7 +328,7 @@ def observe(cluster, story):
     nodes, operands, pods, slices = at_one_revision(
         lambda: cluster.core.list_node(label_selector=selector(story.spec)),
         lambda **at: cluster.core.list_namespaced_pod(story.namespace, label_selector="%s in (%s)" % (
-            COMPONENT, ", ".join((DEVICE_PLUGIN, KUBELET_PLUGIN, VALIDATOR) + tuple(AGENTS))), **at),
+            COMPONENT, ", ".join(PLUGINS + (VALIDATOR,) + tuple(AGENTS))), **at),
         lambda **at: cluster.core.list_namespaced_pod(story.workloads, **at),
         slice_lister(cluster))
     sample = {}
@@ -339,8 +340,7 @@ def observe(cluster, story):
             "cordoned": bool(node.spec.unschedulable),
             "dra_label": (node.metadata.labels or {}).get(DRA_LABEL),
             "plugins": sorted(p.metadata.labels[COMPONENT] for p in operands
-                              if p.spec.node_name == name and p.metadata.labels[COMPONENT] in (DEVICE_PLUGIN,
-                                                                                              KUBELET_PLUGIN)),
+                              if p.spec.node_name == name and p.metadata.labels[COMPONENT] in PLUGINS),
             "validators": sorted(p.metadata.labels["app"] for p in operands
                                  if p.spec.node_name == name and p.metadata.labels[COMPONENT] == VALIDATOR),
             # The node agents holding claims too.
