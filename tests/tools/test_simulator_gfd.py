@@ -82,6 +82,13 @@ class Core:
         self.node = node
         self.patches = []
 
+    def read_node(self, name):
+        """The node as the API server has it now: its labels may be newer than the simulator's watch gave it."""
+        server_labels = dict(self.node["metadata"].get("labels") or {}, **self.newer_labels)
+        return type("Node", (), {"metadata": type("Meta", (), {"labels": server_labels})})()
+
+    newer_labels = {}
+
     def patch_node(self, name, body):
         self.patches.append(body["metadata"]["labels"])
         labels = self.node["metadata"].setdefault("labels", {})
@@ -113,6 +120,12 @@ def test_labels_come_while_gfd_is_ready_stay_put_and_go_with_it():
     sim.reconcile_gfd_labels(node, ready, [driver, gfd])
     assert len(sim.core.patches) == 1  # nothing changed, nothing written (the timestamp kept)
     sim.written["g"] = ["pending", "PodInitializing", "waiting"]
+    # The MIG manager paused GFD and the DaemonSet controller deleted its pod, the watch giving the deletion before the
+    # node's new label: what GFD published stays (the MIG manager's DaemonSet selects on nvidia.com/mig.capable).
+    sim.core.newer_labels = {"nvidia.com/gpu.deploy.gpu-feature-discovery": "paused-for-mig-change"}
+    sim.reconcile_gfd_labels(node, ready - {simulator.GFD}, [driver, gfd])
+    assert node["metadata"]["labels"]["nvidia.com/mig.strategy"] == "single" and len(sim.core.patches) == 1
+    sim.core.newer_labels = {}
     sim.reconcile_gfd_labels(node, ready - {simulator.GFD}, [driver, gfd])
     assert not [key for key in node["metadata"]["labels"] if key in simulator.GFD_LABEL_KEYS]
     assert node["metadata"]["labels"]["feature.node.kubernetes.io/pci-10de.present"] == "true"

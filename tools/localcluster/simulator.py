@@ -791,6 +791,11 @@ class Simulator:
             return
         patch = {key: value for key, value in wanted.items() if labels.get(key) != value}
         patch.update((key, None) for key in GFD_LABEL_KEYS if key in labels and key not in wanted)
+        if patch and not wanted and (self.core.read_node(node["metadata"]["name"]).metadata.labels or {}).get(
+                mig.GFD_DEPLOY_LABEL) == mig.PAUSED:
+            # The MIG manager paused GFD, then the DaemonSet controller deleted its pod: the watch may deliver the
+            # deletion before the node's new label, and the MIG manager's DaemonSet selects on nvidia.com/mig.capable.
+            return
         if patch:
             self.core.patch_node(node["metadata"]["name"], {"metadata": {"labels": patch}})
             LOG.info("node %s: %s GFD labels", node["metadata"]["name"], "set" if wanted else "removed")
