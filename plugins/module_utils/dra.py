@@ -85,3 +85,23 @@ def uses_any(pod, keys):
     """Whether the pod uses one of the claims keys names (namespace/name)."""
     namespace = (pod.get('metadata') or {}).get('namespace')
     return any('%s/%s' % (namespace, name) in keys for name in claim_names(pod))
+
+
+def claim_holders(claims, skip_namespace=None):
+    """The pods holding devices of the NVIDIA DRA driver through ResourceClaims (admin access too: their claims are
+    unprepared by the kubelet plugin as well), each as 'pod <namespace>/<name> on node <nodes> (claim <name>)',
+    sorted, once; the claims of skip_namespace (the operand namespace, whose pods go with it) left out."""
+    found = set()
+    for claim in claims or []:
+        metadata = claim.get('metadata') or {}
+        if metadata.get('namespace') == skip_namespace:
+            continue
+        nodes = sorted(set(result.get('pool') for result in allocation_results(claim)
+                           if result.get('driver') == DRIVER and result.get('pool')))
+        if not nodes:
+            continue
+        for holder in (claim.get('status') or {}).get('reservedFor') or []:
+            if holder.get('resource') == 'pods':
+                found.add('pod %s/%s on node %s (claim %s)' % (metadata.get('namespace'), holder.get('name'),
+                                                              ', '.join(nodes), metadata.get('name')))
+    return sorted(found)
