@@ -102,6 +102,6 @@ def claim_holders(claims, skip_namespace=None):
             continue
         for holder in (claim.get('status') or {}).get('reservedFor') or []:
             if holder.get('resource') == 'pods':
-                found.add('pod %s/%s on node %s (claim %s)' % (metadata.get('namespace'), holder.get('name'),
-                                                              ', '.join(nodes), metadata.get('name')))
+                found.add('pod %s/%s on node %s (claim %s)' % (
+                    metadata.get('namespace'), holder.get('name'), ', '.join(nodes), metadata.get('name')))
     return sorted(found)
