@@ -15,7 +15,7 @@ export PYTHONPATH := $(COLLECTIONS):$(CURDIR)/tools
 export PYTHONDONTWRITEBYTECODE :=
 export PYTHONPYCACHEPREFIX := $(dir $(VENV))pycache
 
-.PHONY: help deps collection test lint sanity build pytest matrix demo down clean bundle bench bench-modules bench-deploy bench-upgrade bench-fleet docs docs-lint docs-src
+.PHONY: help deps collection test lint sanity build pytest durations matrix demo down clean bundle bench bench-modules bench-deploy bench-upgrade bench-fleet docs docs-lint docs-src
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -30,7 +30,9 @@ collection: ## make the checkout importable as accelerators.gpu
 	@mkdir -p $(COLLECTIONS)/ansible_collections/accelerators
 	@ln -sfn $(CURDIR) $(COLLECTIONS)/ansible_collections/accelerators/gpu
 
-test: deps collection build docs-lint lint sanity pytest matrix ## every gate CI runs: build, docs and changelog lint, ansible-lint, ansible-test sanity, pytest, the matrix
+test: deps collection build docs-lint lint sanity ## every gate CI runs: build, docs and changelog lint, ansible-lint, ansible-test sanity, pytest with the matrix
+	@python -m matrix list
+	$(PYTEST) tests
 
 build: collection ## ansible-galaxy collection build
 	@mkdir -p .build/dist
@@ -81,10 +83,16 @@ docs-lint: docs-src ## antsibull-docs' collection docs lint (plugins, roles, doc
 
 # Four workers, each with a local cluster of its own; a file's tests stay on one worker (they may share a module-scoped
 # fleet). The tests mostly wait on simulated nodes and polls: one worker keeps a core busy a third of the time, four
-# keep both busy. PYTEST_WORKERS=0: one process.
+# keep both busy. PYTEST_WORKERS=0: one process. The files go out longest first, by tests/durations.json
+# (tests/conftest.py; xdist's own order, most tests first, would start the longest files last); `make durations`
+# rewrites it from the last run's .build/junit.xml. `make test` runs the matrix in the same session, beside the others.
 PYTEST_WORKERS ?= 4
+PYTEST = python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --junitxml=$(CURDIR)/.build/junit.xml
 pytest: deps collection ## unit tests and integration tests against a local control plane (the matrix apart), on PYTEST_WORKERS workers
-	python -m pytest tests --ignore=tests/matrix -n $(PYTEST_WORKERS) --dist loadfile
+	$(PYTEST) tests --ignore=tests/matrix
+
+durations: ## tests/durations.json from the last pytest run's .build/junit.xml: each test file's seconds, which order the files
+	python tools/test_durations.py .build/junit.xml tests/durations.json
 
 matrix: deps collection ## unit tests and a demo-fleet smoke per ansible-core/Python/kubernetes client combination; MATRIX=ci (oldest, newest), all, or names (python -m matrix list)
 	@python -m matrix list

@@ -4,14 +4,45 @@ local_registry: one real OCI registry per test session (tools/localregistry), st
 ask for it: TLS from a CA made for it and htpasswd basic auth. precompiled_drivers fills it. token_registry: the
 same with the bearer-token flow instead of basic auth.
 offline_bundle: the offline install bundle, built once per test session by the tests that ask for it.
+
+The test files run longest first, by the seconds tests/durations.json gives each (`make durations` writes it from a
+run's JUnit report), so that pytest-xdist's workers do not start the longest stories last and leave the run waiting on
+one of them; the tests of a file keep their order.
 """
 
+import json
 import subprocess
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+DURATIONS = ROOT / "tests" / "durations.json"
+# A file durations.json does not list yet: a cluster test file of a few tests.
+UNKNOWN_FILE_SECONDS = 30.0
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """The files longest first (before tests/cluster/conftest.py puts the vanilla cluster's files together)."""
+    try:
+        durations = json.loads(DURATIONS.read_text())
+    except FileNotFoundError:
+        return
+    seconds = {}
+    for item in items:
+        path = item.path.relative_to(config.rootpath).as_posix()
+        seconds.setdefault(item.path, durations.get(path, UNKNOWN_FILE_SECONDS))
+    items.sort(key=lambda item: -seconds[item.path])
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The support matrix's report (each combination's versions, its runs' times and slowest tasks, warnings), which its
+    tests print: shown also when they passed on an xdist worker, whose output -s cannot show."""
+    for report in terminalreporter.stats.get("passed", []):
+        if report.when == "call" and "matrix" in report.keywords and report.capstdout:
+            terminalreporter.write_sep("-", "matrix: " + report.nodeid)
+            terminalreporter.write(report.capstdout)
 
 
 def _registry(tmp_path_factory, auth):

@@ -139,8 +139,12 @@ def _uses_vanilla(item):
     return item is not None and "kubernetes_cluster" in item.fixturenames
 
 
-def pytest_collection_modifyitems(items):
-    """The files that use the vanilla cluster next to each other, where the first of them was."""
+def pytest_collection_modifyitems(config, items):
+    """The files that use the vanilla cluster next to each other, where the first of them was: one process runs them
+    on one vanilla cluster. Not on xdist's workers, which share out the files one by one in the collection's order
+    (tests/conftest.py: longest first)."""
+    if hasattr(config, "workerinput"):
+        return
     vanilla_files = set(item.path for item in items if _uses_vanilla(item))
     first = next((index for index, item in enumerate(items) if item.path in vanilla_files), None)
     if first is not None:
