@@ -224,12 +224,17 @@ def validation_jobs(cluster, namespace):
             job.metadata.uid for job in jobs.items}
 
 
-def test_rerun_validates_only_nodes_whose_operand_pod_was_replaced_and_a_tag_runs_common_once(
+def test_rerun_validates_only_replaced_operand_pods_a_tag_runs_common_once_and_uninstall_keeps_the_sites_namespace(
         cluster, namespace, make_fleet):
+    """The namespace fixture created the operand namespace before the deploy, with a ConfigMap of the site's: the
+    uninstall at the end keeps both."""
     spec = gpu_fleet({"name": "gpu", "count": 2, "gpu": {"count": 8}, "os": {"rhcos": RHCOS_416}})
     gpu0, gpu1 = make_fleet(spec).node_names
+    cluster.core.create_namespaced_config_map(namespace, {"metadata": {"name": "site-settings"},
+                                                          "data": {"owner": "the site"}})
     variables = fleet_variables(namespace, spec)
     playbook(cluster, "deploy", variables).succeeded()
+    assert "app.kubernetes.io/managed-by" not in cluster.core.read_namespace(namespace).metadata.labels
     first = validation_jobs(cluster, namespace)
     assert sorted(first) == sorted((check, node) for check in ("driver", "toolkit", "cuda") for node in (gpu0, gpu1))
 
@@ -254,17 +259,6 @@ def test_rerun_validates_only_nodes_whose_operand_pod_was_replaced_and_a_tag_run
              " monitoring APIs, the proxy")
     assert [name for name, _result in rerun.results if name.endswith(facts)] == ["accelerators.gpu.common " + facts]
 
-
-def test_uninstall_keeps_a_namespace_it_did_not_create_and_what_else_is_in_it(cluster, namespace, make_fleet):
-    """The namespace fixture created the operand namespace before the deploy, with a ConfigMap of the site's."""
-    spec = gpu_fleet({"name": "gpu", "gpu": {"count": 4}, "os": {"rhcos": RHCOS_416}})
-    make_fleet(spec)
-    cluster.core.create_namespaced_config_map(namespace, {"metadata": {"name": "site-settings"},
-                                                          "data": {"owner": "the site"}})
-    variables = fleet_variables(namespace, spec)
-    playbook(cluster, "deploy", variables).succeeded()
-    labels = cluster.core.read_namespace(namespace).metadata.labels
-    assert "app.kubernetes.io/managed-by" not in labels
     playbook(cluster, "uninstall", variables).succeeded()
     kept = cluster.core.read_namespace(namespace)
     assert kept.metadata.deletion_timestamp is None

@@ -98,27 +98,6 @@ def driver_daemonsets(cluster, namespace):
         namespace, label_selector="app.kubernetes.io/component=nvidia-driver").items)
 
 
-@pytest.mark.parametrize("installed", [[{"count": 2}]], indirect=True)
-def test_target_kernel_without_a_precompiled_image_is_refused_before_anything_changes(
-        kubernetes_cluster, installed, tmp_path):
-    spec, _names, namespace, deploy = installed
-
-    def snapshot():
-        nodes = kubernetes_cluster.core.list_node(label_selector=selector(spec)).items
-        return ({n.metadata.name: (n.metadata.labels, n.metadata.annotations, n.spec.unschedulable) for n in nodes},
-                {d.metadata.name: d.metadata.resource_version for d in
-                 kubernetes_cluster.apps.list_namespaced_daemon_set(namespace).items})
-    before = snapshot()
-    run = UpgradeRun(kubernetes_cluster, upgrade_variables(spec, deploy, reboot_tasks(tmp_path), [image(OLD)]),
-                     tmp_path)
-    assert run.wait(timeout=300) != 0
-    output = run.output
-    assert "Preflight refuses kernel %s" % NEW in output and image(NEW) in output, output[-3000:]
-    assert "Nothing was changed" in output
-    assert snapshot() == before
-    assert driver_daemonsets(kubernetes_cluster, namespace) == [daemonset(OLD)]
-
-
 @pytest.mark.parametrize("installed", [[{"count": 4}]], indirect=True)
 def test_four_ubuntu_gpu_nodes_change_kernel_within_a_budget_of_two(kubernetes_cluster, installed, tmp_path):
     spec, names, namespace, deploy = installed
@@ -192,9 +171,31 @@ def test_node_that_never_comes_back_stops_the_line(kubernetes_cluster, installed
     assert driver_daemonsets(kubernetes_cluster, namespace) == sorted([daemonset(OLD), daemonset(NEW)])
 
 
+def refused_without_a_precompiled_image(cluster, spec, namespace, deploy, tmp_path):
+    """A run to a kernel without a precompiled image is refused before anything changes."""
+    def snapshot():
+        nodes = cluster.core.list_node(label_selector=selector(spec)).items
+        return ({n.metadata.name: (n.metadata.labels, n.metadata.annotations, n.spec.unschedulable) for n in nodes},
+                {d.metadata.name: d.metadata.resource_version for d in
+                 cluster.apps.list_namespaced_daemon_set(namespace).items})
+    before = snapshot()
+    run = UpgradeRun(cluster, upgrade_variables(spec, deploy, reboot_tasks(tmp_path), [image(OLD)]), tmp_path)
+    assert run.wait(timeout=300) != 0
+    output = run.output
+    assert "Preflight refuses kernel %s" % NEW in output and image(NEW) in output, output[-3000:]
+    assert "Nothing was changed" in output
+    assert snapshot() == before
+    assert driver_daemonsets(cluster, namespace) == [daemonset(OLD)]
+
+
+# One fleet for two stories: the refused run changes nothing (checked), so the interrupted one starts from a deploy.
 @pytest.mark.parametrize("installed", [[{"count": 2}]], indirect=True)
-def test_run_interrupted_before_the_reboot_step_resumes_from_the_nodes_records(kubernetes_cluster, installed, tmp_path):
+def test_a_kernel_without_a_precompiled_image_is_refused_then_a_run_interrupted_before_the_reboot_step_resumes(
+        kubernetes_cluster, installed, tmp_path):
     spec, names, namespace, deploy = installed
+    (tmp_path / "refused").mkdir()
+    refused_without_a_precompiled_image(kubernetes_cluster, spec, namespace, deploy, tmp_path / "refused")
+
     values = upgrade_variables(spec, deploy, reboot_tasks(tmp_path), [image(OLD), image(NEW)], rhcos_upgrade_budget=1)
     (tmp_path / "first").mkdir()
     (tmp_path / "second").mkdir()

@@ -332,7 +332,8 @@ def test_node_that_never_returns_stops_the_line(cluster, namespace, make_fleet, 
 
 
 def test_interrupted_run_resumes_on_a_second_run(cluster, namespace, make_fleet, tmp_path):
-    spec, _made, pool = upgrading(cluster, namespace, make_fleet, two_builds(3), rhcos=gpu_fleet.RHCOS_96)
+    # Two nodes per build, a budget of two: the run is killed after its first node is validated, with nodes left.
+    spec, _made, pool = upgrading(cluster, namespace, make_fleet, two_builds(2), rhcos=gpu_fleet.RHCOS_96)
     values = variables(namespace, spec, pool, rhcos_upgrade_target=TARGET, rhcos_upgrade_budget=2)
 
     (tmp_path / "first").mkdir()
@@ -346,7 +347,7 @@ def test_interrupted_run_resumes_on_a_second_run(cluster, namespace, make_fleet,
              message="a first node validated")
     first.kill()
     done = validated()
-    assert 0 < len(done) < 6, "killed mid-rollout: %s validated" % done
+    assert 0 < len(done) < 4, "killed mid-rollout: %s validated" % done
 
     with Sampler(lambda: observe(cluster, namespace, spec), interval=1.0) as sampler:
         second = UpgradeRun(cluster, values, tmp_path / "second")
