@@ -1,10 +1,21 @@
-"""The local control plane serves each OpenShift, OLM, monitoring and NFD API with the real API's schema (the upstream
-CRDs of OLM and the Prometheus Operator, fetch-crds.sh; schemas written from the real APIs, tools/localcluster/crds):
-on a demo cluster the GPU stack was deployed to, a misspelt field of anything the collection renders is refused, per
-API group, and every object of every custom kind (the collection's, the simulated operators') is valid as it is."""
+"""On a cluster of its own with the demo fleet (`make demo`'s), which every node of the cluster is part of:
+
+- The Molecule scenario (molecule/default): converge (the deploy playbook with its defaults: NFD through OLM, the DCGM
+  exporter's ServiceMonitor and PrometheusRules), idempotence, verify, as a user runs it against the cluster
+  KUBECONFIG names.
+- The local control plane serves each OpenShift, OLM, monitoring and NFD API with the real API's schema (the upstream
+  CRDs of OLM and the Prometheus Operator, fetch-crds.sh; schemas written from the real APIs,
+  tools/localcluster/crds): on that deployed cluster, a misspelt field of anything the collection renders is refused,
+  per API group, and every object of every custom kind (the collection's, the simulated operators') is valid as it is.
+
+One cluster and one first deploy of the demo fleet for both: they are most of the time either would take alone.
+"""
 
 import collections
 import copy
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,7 +24,7 @@ import yaml
 from conftest import Cluster, start_cluster, wait_for
 from gpu_fleet import RHCOS_418
 from localcluster import fleet, mco, upgrade
-from playbook import ROOT, play
+from playbook import COLLECTIONS, ROOT, play
 from strict_schema import custom_objects, key, misspelt, refused_field, rendered_objects, replace_problems
 from test_deploy import playbook
 
@@ -42,23 +53,52 @@ ICSP = {"apiVersion": "operator.openshift.io/v1alpha1", "kind": "ImageContentSou
             {"source": "quay.io/openshift-release-dev", "mirrors": ["mirror.example.test/ocp"]}]}}
 
 
+# Where Molecule would install the collection under test if HOME were the user's.
+INSTALLED_IN_HOME = Path.home() / ".ansible" / "collections" / "ansible_collections" / "accelerators" / "gpu"
+
+
+def molecule_test(kubeconfig, home):
+    """`molecule test` of the default scenario against the cluster of kubeconfig; returns the process, and whether the
+    collection was in the user's home before and after."""
+    installed_before = INSTALLED_IN_HOME.exists()
+    bin_dir = os.path.dirname(sys.executable)
+    # A home of its own: Molecule's prerun installs the collection under test into ~/.ansible/collections, where it
+    # would outlive the test and shadow the checkout for later ansible-lint runs.
+    env = dict(os.environ, KUBECONFIG=str(kubeconfig), ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, HOME=str(home),
+               PATH=bin_dir + os.pathsep + os.environ["PATH"], ANSIBLE_NOCOLOR="true", NO_COLOR="1")
+    process = subprocess.run([os.path.join(bin_dir, "molecule"), "test"], cwd=ROOT, env=env, capture_output=True,
+                             text=True, timeout=1200, check=False)
+    return process, installed_before, INSTALLED_IN_HOME.exists()
+
+
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
-    """A cluster of its own with the demo fleet (`make demo`'s) and the GPU stack deployed by the deploy playbook
-    with its defaults (NFD through OLM, the DCGM exporter's ServiceMonitor and PrometheusRules), then a pool of two
-    more nodes; yields the cluster, the deploy's run and the pool's fleet."""
+    """A cluster of its own with the demo fleet, the GPU stack deployed by the Molecule scenario's converge (the deploy
+    playbook with its defaults), then by the deploy playbook again for its JSON report of what the roles rendered,
+    then a pool of two more nodes; yields the cluster, the deploy's run, the pool's fleet and Molecule's process."""
     plane = start_cluster(tmp_path_factory, "openshift")
     try:
         cluster = Cluster(plane.kubeconfig, "openshift")
         fleet.Fleet(cluster.client, yaml.safe_load(DEMO_FLEET.read_text())).apply().wait_ready()
+        molecule = molecule_test(plane.kubeconfig, tmp_path_factory.mktemp("molecule-home"))
         run = playbook(cluster, "deploy").succeeded()
-        yield cluster, run, fleet.Fleet(cluster.client, POOL_FLEET).apply().wait_ready()
+        yield cluster, run, fleet.Fleet(cluster.client, POOL_FLEET).apply().wait_ready(), molecule
     finally:
         plane.down()
 
 
+def test_molecule_default_scenario_converges_is_idempotent_and_verifies_on_the_demo_fleet(demo):
+    molecule, installed_before, installed_after = demo[3]
+    output = molecule.stdout + molecule.stderr
+    assert molecule.returncode == 0, output[-6000:]
+    # Each step of the sequence ran, none was skipped.
+    for step in ("syntax", "converge", "idempotence", "verify"):
+        assert "default ➜ %s: Completed" % step in output or "default > %s" % step in output, (step, output[-6000:])
+    assert installed_after == installed_before, "the test installed the collection into " + str(Path.home())
+
+
 def test_every_object_of_every_custom_kind_on_the_demo_cluster_is_valid_as_it_is(demo):
-    cluster, _run, pooled = demo
+    cluster, _run, pooled, _molecule = demo
     pool = pooled.pools[0]["metadata"]["name"]
     config = upgrade.start_upgrade(pooled, pool, TARGET, TARGET_OCP)
     wait_for(lambda: (cluster.custom.get_cluster_custom_object(*mco.POOLS, pool).get("status") or {}).get(
@@ -110,7 +150,7 @@ MISSPELLINGS = {
 
 @pytest.mark.parametrize("group", sorted(MISSPELLINGS))
 def test_a_misspelt_field_is_refused_in_each_api_group(demo, group):
-    cluster, run, _pooled = demo
+    cluster, run, _pooled, _molecule = demo
     for kind, source, path, wrong in MISSPELLINGS[group]:
         if source == "rendered":
             obj = rendered(run, kind)
@@ -125,7 +165,7 @@ def test_a_misspelt_field_is_refused_in_each_api_group(demo, group):
 def test_the_collections_writes_are_strict_a_misspelt_field_fails_the_task_naming_it(demo):
     """The operand module applies with fieldValidation=Strict (here in check mode: a dry run); kubernetes.core.k8s
     has no such option, but the API server warns of the field it drops, and the task reports the warning."""
-    cluster, run, pooled = demo
+    cluster, run, pooled, _molecule = demo
     monitor, field = misspelt(rendered(run, "ServiceMonitor"), ["spec", "endpoints", 0, "interval"], "intervall")
     (result,) = play(cluster, [("accelerators.gpu.operand", {"definitions": [monitor]})], check=True)
     # Server-side apply's wording: ".spec.endpoints[0].intervall: field not declared in schema".
