@@ -7,8 +7,9 @@ Fairness) and 5xx; a rollout that runs for hours meets both. ClusterAPI._request
 
 - status_fault(), transport_fault(): what went wrong, as a short kind: the HTTP status of a retryable answer
   ('429', '500', '502', '503', '504'), or REFUSED, RESET or TIMEOUT for a connection that failed; None for an
-  answer that is an answer (403, 404, 409, 422..., and a 429 that a PodDisruptionBudget causes: an eviction the
-  budget holds back, for the caller to decide), or a transport error that a retry would not cure (a TLS error).
+  answer that is an answer (403, 404, 409, 422..., a 429 that a PodDisruptionBudget causes: an eviction the
+  budget holds back, for the caller to decide, and a 500 refusing an applied object that does not fit its schema),
+  or a transport error that a retry would not cure (a TLS error).
 - retryable(): whether the request may be sent again. A read, a server-side apply, a JSON merge patch (it sets
   absolute values: applied twice it is applied once) and a delete (a delete whose object is gone afterwards is
   done) are idempotent and retried on every fault. Anything else (a POST: an eviction, a create) only when the API
@@ -35,6 +36,10 @@ IDEMPOTENT_METHODS = ('GET', 'HEAD', 'DELETE')
 # Patches that set values, whatever the object's state: server-side apply and JSON merge patch.
 IDEMPOTENT_PATCHES = ('application/apply-patch+yaml', 'application/merge-patch+json')
 DISRUPTION_BUDGET_CAUSE = 'DisruptionBudget'
+# A 5xx that answers the request itself, not the server's state: the API server answers a server-side apply whose
+# object does not fit its kind's schema (under fieldValidation=Strict an unknown field, for a custom resource) with
+# 500 "failed to create typed patch object (...): .spec.x: field not declared in schema". Sent again, it fails again.
+REQUEST_REFUSED_AS_500 = ('failed to create typed patch object',)
 _FAULT_WORDS = ((REFUSED, 'refused connections'), (RESET, 'reset connections'), (TIMEOUT, 'timed-out requests'))
 
 
@@ -68,10 +73,13 @@ def transport_fault(error):
     return None
 
 
-def status_fault(status, details=None):
-    """The fault of an HTTP answer's status and Status details, None for an answer that is not one (a 429 that a
-    PodDisruptionBudget causes is the eviction's answer)."""
+def status_fault(status, details=None, message=None):
+    """The fault of an HTTP answer's status, Status details and message, None for an answer that is not one (a 429
+    that a PodDisruptionBudget causes is the eviction's answer; a 500 refusing an object that does not fit its
+    schema is the apply's)."""
     if status not in RETRY_STATUSES or (status == 429 and held_by_budget(details)):
+        return None
+    if status == 500 and any(words in (message or '') for words in REQUEST_REFUSED_AS_500):
         return None
     return str(status)
 

@@ -367,7 +367,7 @@ class ClusterAPI:
             message, details = _parse_status(error.body)
             after = api_retry.retry_after((getattr(error, 'headers', None) or {}).get('Retry-After'))
             return None, (APIError(method.upper(), path, error.status, message, details),
-                          api_retry.status_fault(error.status, details), after)
+                          api_retry.status_fault(error.status, details, message), after)
         except self._transport_errors as error:
             return None, (APIError(method.upper(), path, None, 'cannot reach the API server %s: %s'
                                    % (self._client.configuration.host, error)), api_retry.transport_fault(error), None)

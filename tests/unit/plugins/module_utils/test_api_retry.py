@@ -49,6 +49,22 @@ def test_the_answers_that_are_faults(status, details, fault):
     assert api_retry.status_fault(status, details) == fault
 
 
+# The API server's answer to a server-side apply of a ServiceMonitor with a misspelt field under fieldValidation=Strict
+# (kube-apiserver 1.34): a 500, which sent again is the same 500.
+NOT_IN_SCHEMA = ('failed to create typed patch object (sm/m; monitoring.coreos.com/v1, Kind=ServiceMonitor): '
+                 '.spec.endpoints[0].intervall: field not declared in schema')
+
+
+@pytest.mark.parametrize('status, message, fault', [
+    (500, NOT_IN_SCHEMA, None),
+    (500, 'etcdserver: request timed out', '500'),
+    (500, None, '500'),
+    (503, NOT_IN_SCHEMA, '503'),
+])
+def test_a_500_refusing_an_object_that_does_not_fit_its_schema_is_the_answer(status, message, fault):
+    assert api_retry.status_fault(status, None, message) == fault
+
+
 def test_transport_errors_are_told_apart_through_what_they_wrap():
     refused = urllib3.exceptions.MaxRetryError(None, '/api', urllib3.exceptions.NewConnectionError(
         None, 'Failed to establish a new connection: [Errno 111] Connection refused'))
