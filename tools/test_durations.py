@@ -9,7 +9,7 @@ Files of the old list that the report does not have (a run of part of the suite)
 import json
 import os
 import sys
-import xml.etree.ElementTree as ElementTree
+from xml.etree import ElementTree
 
 
 def file_seconds(junit_path):
