@@ -17,11 +17,14 @@ problem with cloud.common's turbo mode; this is the same idea, kept small:
   (plugins/plugin_utils/worker_action.py) goes further: it hands the worker the AnsiballZ wrapper Ansible would pipe into
   a new interpreter (run_wrapper), and the child runs it as that interpreter would. No module process starts at all:
   that saves a Python start and the import of ansible.module_utils from the payload, about 0.25 s a task.
-- When no worker answers, the module runs in its own process as usual and starts one for the next module; a
-  worker idle for ACCELERATORS_GPU_WORKER_IDLE seconds (default 120) exits. ACCELERATORS_GPU_WORKER=off turns
-  it off. ACCELERATORS_GPU_WORKER_LOG names a file that gets a line per request served, from=module (a module
-  process forwarded it) or from=action (the action plugin handed it the wrapper), with its wall seconds and the peak
-  resident memory of the process that ran it, for tests, benchmarks and debugging.
+- The connection plugin accelerators.gpu.local, which the playbooks use, does the same for any module piped into an
+  interpreter: kubernetes.core's k8s and k8s_info too, which import the Kubernetes client anew in each process.
+- When no worker answers, the module runs in its own process as usual and one is started for the modules that
+  follow; a worker idle for ACCELERATORS_GPU_WORKER_IDLE seconds (default 120) exits.
+  ACCELERATORS_GPU_WORKER=off turns it off. ACCELERATORS_GPU_WORKER_LOG names a file that gets a line per request
+  served, from=module (a module process forwarded it), from=action (the action plugin handed it the wrapper) or
+  from=connection (the connection plugin did), with its wall seconds and the peak resident memory of the process
+  that ran it, for tests, benchmarks and debugging.
 
 Only the standard library is used here: the worker starts from this file's source, before any payload exists.
 """
@@ -222,11 +225,11 @@ def interpreter_path(executable, environ):
     return [entry for entry in json.loads(output.stdout) if entry not in ('', '.')]
 
 
-def run_wrapper(executable, wrapper, module_fqn, environ, cwd):
+def run_wrapper(executable, wrapper, module_fqn, environ, cwd, handed_by='action'):
     """On the controller, for a module Ansible would pipe into executable as an AnsiballZ wrapper: have the worker
     of that interpreter run the wrapper, with environ and cwd. (rc, stdout bytes, stderr bytes), as the process would
-    have ended; None when the worker is off or none is running (the caller then runs the module as usual, and that
-    run's forward() starts one)."""
+    have ended; None when the worker is off or none is running (the caller then runs the module as usual, and one is
+    started for the modules that follow). handed_by (action, connection) is what the log's from= says."""
     if switched_off(environ) or not hasattr(socket, 'send_fds'):
         return None
     try:
@@ -237,7 +240,7 @@ def run_wrapper(executable, wrapper, module_fqn, environ, cwd):
     if path is None:
         return None
     request = json.dumps({'wrapper': base64.b64encode(wrapper).decode('ascii'), 'module_fqn': module_fqn,
-                          'env': dict(environ), 'cwd': cwd}).encode('utf-8')
+                          'env': dict(environ), 'cwd': cwd, 'from': handed_by}).encode('utf-8')
     out_read, out_write = os.pipe()
     err_read, err_write = os.pipe()
     writers = [out_write, err_write]
@@ -245,6 +248,10 @@ def run_wrapper(executable, wrapper, module_fqn, environ, cwd):
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
             try:
                 conn.connect(path + '.sock')
+            except OSError:
+                _start_worker(path, base_path, _own_source(), executable, environ)
+                return None
+            try:
                 _send_frame(conn, request, writers)
                 _receive_frame(conn)  # taken: from here on the module runs there
             except (OSError, EOFError):
@@ -282,21 +289,23 @@ def _drain(*fds):
     return [b''.join(chunks[fd]) for fd in fds]
 
 
-def _start_worker(path, base_path, source):
-    """Start the worker in a session of its own, detached from this process's output (Ansible waits for it)."""
+def _start_worker(path, base_path, source, executable=None, environ=None):
+    """Start the worker of executable (this interpreter by default) in a session of its own, detached from this
+    process's output (Ansible waits for it), with what it needs of environ (this process's by default)."""
     script = path + '.py'
     if not os.path.exists(script):
         staging = '%s.%d' % (script, os.getpid())
         with open(staging, 'w') as handle:
             handle.write(source)
         os.rename(staging, script)
-    idle = os.environ.get(IDLE) or str(DEFAULT_IDLE_SECONDS)
+    environ = os.environ if environ is None else environ
+    idle = environ.get(IDLE) or str(DEFAULT_IDLE_SECONDS)
     # Only what finds the interpreter's packages: the worker outlives this process, and credentials stay out of it.
-    env = dict((name, value) for name, value in os.environ.items()
+    env = dict((name, value) for name, value in environ.items()
                if name in ('PATH', 'HOME', 'LANG', 'LC_ALL', 'TMPDIR', LOG))
     env[SWITCH] = 'off'
     try:
-        subprocess.Popen([sys.executable, script, path, idle, json.dumps(base_path)], env=env,
+        subprocess.Popen([executable or sys.executable, script, path, idle, json.dumps(base_path)], env=env,
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                          close_fds=True, start_new_session=True)
     except OSError:
@@ -404,7 +413,7 @@ def _run_request(conn):
         data, fds = _receive_frame(conn, max_fds=2)
         request = json.loads(data)
         module_fqn = request['module_fqn']
-        sender = 'action' if 'wrapper' in request else 'module'
+        sender = request.get('from', 'action') if 'wrapper' in request else 'module'
         os.dup2(fds[0], 1)
         os.dup2(fds[1], 2)
         for fd in fds:
@@ -419,7 +428,7 @@ def _run_request(conn):
             kube_config.KUBE_CONFIG_DEFAULT_LOCATION = os.environ.get('KUBECONFIG', '~/.kube/config')
         _send_frame(conn, b'{}')
         _exit_with_the_stub(conn)
-        (_run_wrapper if sender == 'action' else _run_module)(request)
+        (_run_wrapper if 'wrapper' in request else _run_module)(request)
     except SystemExit as exit_:
         rc = exit_.code if isinstance(exit_.code, int) else 1
     except BaseException:

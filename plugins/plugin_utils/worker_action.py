@@ -20,6 +20,7 @@ import errno
 import hashlib
 import os
 import re
+import shlex
 
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action.normal import ActionModule as NormalAction
@@ -32,6 +33,8 @@ display = Display()
 SHEBANG = re.compile(br'^#!(/\S+)\r?$')
 # The arguments of ConnectionBase.exec_command(cmd, in_data=None, sudoable=True) this action knows.
 _EXEC_COMMAND_KEYWORDS = frozenset(('in_data', 'sudoable'))
+# Where an AnsiballZ wrapper names its module: module_fqn= (ansible-core 2.19 on) or runpy's mod_name= (before).
+_WRAPPER_MODULE = re.compile(br"\b(?:module_fqn|mod_name)=['\"](?:ansible_collections\.)?([\w.]+)['\"]")
 
 
 class ActionModule(NormalAction):
@@ -98,6 +101,51 @@ class ActionModule(NormalAction):
 
 def _nothing():
     pass
+
+
+def piped_interpreter(cmd, wrapper):
+    """The interpreter of an AnsiballZ wrapper when cmd, the command a connection is asked to pipe it into, runs that
+    interpreter and nothing else: Ansible's `/bin/sh -c '<interpreter> && sleep 0'`, with no task environment and no
+    become in front of it. None for any other command, which then runs as Ansible built it."""
+    shebang = SHEBANG.match(wrapper.split(b'\n', 1)[0])
+    if not shebang:
+        return None
+    try:
+        words = shlex.split(to_text(cmd))
+    except ValueError:
+        return None
+    interpreter = to_text(shebang.group(1))
+    if len(words) == 3 and words[1] == '-c' and words[2] in (interpreter, interpreter + ' && sleep 0'):
+        return interpreter
+    return None
+
+
+def wrapper_module(wrapper):
+    """The module an AnsiballZ wrapper runs (kubernetes.core.k8s_info), for the worker's log; 'a module' when the
+    wrapper does not say it the way this Ansible's did."""
+    named = _WRAPPER_MODULE.search(wrapper)
+    if not named:
+        return 'a module'
+    name = to_text(named.group(1))
+    return 'ansible.builtin.' + name[len('ansible.modules.'):] if name.startswith('ansible.modules.') \
+        else name.replace('.plugins.modules.', '.')
+
+
+def run_piped(cmd, wrapper, cwd):
+    """For a connection on this host: (rc, stdout, stderr) of the module wrapper cmd would pipe into its interpreter,
+    run by the worker with this process's environment, as the interpreter's process would have ended; None when cmd
+    is more than that interpreter or the worker does not take it (the connection then runs cmd itself)."""
+    if module_worker.switched_off(os.environ):
+        return None
+    try:
+        interpreter = piped_interpreter(cmd, wrapper)
+        if interpreter is None:
+            return None
+        return module_worker.run_wrapper(interpreter, wrapper, wrapper_module(wrapper), dict(os.environ),
+                                         to_text(cwd) if cwd else os.getcwd(), handed_by='connection')
+    except Exception as error:  # pylint: disable=broad-except  # never a reason for the task to fail
+        fell_back('%s: %s' % (type(error).__name__, to_text(error)))
+        return None
 
 
 def fell_back(reason):

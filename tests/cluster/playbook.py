@@ -22,9 +22,10 @@ class PlaybookRun(list):
         self.seconds = seconds
 
 
-def play(cluster, tasks, check=False, diff=False, extra_env=None, timeout=300, task_options=None):
+def play(cluster, tasks, check=False, diff=False, extra_env=None, timeout=300, task_options=None,
+         connection="local"):
     """Run tasks [(module, args)] in one play on localhost; returns their results (a failed task ends the play).
-    task_options: keywords every task gets (async, poll...).
+    task_options: keywords every task gets (async, poll...); connection: the connection plugin of the play.
 
     Modules run with this interpreter (the project's virtual environment, which has the kubernetes client) and
     reach the cluster through K8S_AUTH_KUBECONFIG, as any kubernetes.core module would.
@@ -43,7 +44,7 @@ def play(cluster, tasks, check=False, diff=False, extra_env=None, timeout=300, t
         with open(path, "w") as handle:
             yaml.safe_dump(playbook, handle)
         command = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
-                   "-c", "local", path] + (["--check"] if check else []) + (["--diff"] if diff else [])
+                   "-c", connection, path] + (["--check"] if check else []) + (["--diff"] if diff else [])
         started = time.monotonic()
         process = subprocess.run(command, env=env, cwd=workdir, capture_output=True, text=True, timeout=timeout,
                                  check=False)

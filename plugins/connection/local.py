@@ -1,0 +1,75 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+name: local
+short_description: Run on the controller, the modules in the module worker
+version_added: 0.1.0
+description:
+  - The C(ansible.builtin.local) connection, with one difference. A module Ansible pipes into a Python interpreter
+    (pipelining, on by default here) with nothing in front of it (no task C(environment), no become, not async) runs
+    in the collection's module worker, which has the Kubernetes client imported already, instead of in a new
+    interpreter. Every module is taken, C(kubernetes.core.k8s) and C(kubernetes.core.k8s_info) as well as this
+    collection's; each returns what it would have returned from its own process.
+  - The playbooks of this collection use this connection for the clusters they reach. An inventory that sets
+    C(ansible_connection=local) for a cluster's host runs the same tasks, each module in its own process.
+  - Whatever the worker does not take (none runs yet, it is switched off with E(ACCELERATORS_GPU_WORKER=off), this
+    Ansible pipes a module in another way) runs as C(ansible.builtin.local) runs it; when none runs, one is started
+    for the modules that follow. A worker idle for E(ACCELERATORS_GPU_WORKER_IDLE) seconds (120 by default) exits.
+author: accelerators.gpu developers (@accelerators-gpu)
+options:
+  pipelining:
+    description:
+      - Pipe the modules into their interpreter rather than copy them to a file first, which is what lets the module
+        worker run them. As C(ansible.builtin.local)'s option of the same name, on by default.
+    type: boolean
+    default: true
+    env:
+      - name: ANSIBLE_PIPELINING
+    ini:
+      - section: defaults
+        key: pipelining
+      - section: connection
+        key: pipelining
+    vars:
+      - name: ansible_pipelining
+  become_success_timeout:
+    description:
+      - As C(ansible.builtin.local)'s option of the same name (ansible-core 2.19 on), for a task with become.
+    type: int
+    default: 10
+    vars:
+      - name: ansible_local_become_success_timeout
+  become_strip_preamble:
+    description:
+      - As C(ansible.builtin.local)'s option of the same name (ansible-core 2.19 on), for a task with become.
+    type: bool
+    default: true
+    vars:
+      - name: ansible_local_become_strip_preamble
+notes:
+  - The remote user is ignored, as with C(ansible.builtin.local).
+  - E(ACCELERATORS_GPU_WORKER_LOG) names a file that gets a line per module the worker ran, C(from=connection) for
+    those this connection handed it.
+seealso:
+  - plugin: ansible.builtin.local
+    plugin_type: connection
+'''
+
+from ansible.plugins.connection.local import Connection as LocalConnection
+from ansible_collections.accelerators.gpu.plugins.plugin_utils.worker_action import run_piped
+
+
+class Connection(LocalConnection):
+    """ansible.builtin.local; a module piped into its interpreter runs in the module worker when one takes it."""
+
+    def exec_command(self, cmd, in_data=None, sudoable=True):
+        if in_data is not None and not self.become:
+            ran = run_piped(cmd, in_data, self.cwd)
+            if ran is not None:
+                return ran
+        return super(Connection, self).exec_command(cmd, in_data=in_data, sudoable=sudoable)
