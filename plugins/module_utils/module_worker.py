@@ -36,6 +36,7 @@ __metaclass__ = type
 import base64
 import errno
 import fcntl
+import gc
 import hashlib
 import inspect
 import json
@@ -344,6 +345,10 @@ def serve(path, idle_seconds, base_path):
     listener.settimeout(idle_seconds)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the children
     _cache_compiled_sources(_private_dir(path + '.code'))
+    # What the worker loaded stays out of its children's garbage collections: a full collection in a child would
+    # otherwise walk, and so copy, every page of the preloaded client the child shares with the worker.
+    gc.collect()
+    gc.freeze()
     try:
         while True:
             try:
