@@ -15,6 +15,8 @@ description:
     in the collection's module worker, which has the Kubernetes client imported already, instead of in a new
     interpreter. Every module is taken, C(kubernetes.core.k8s) and C(kubernetes.core.k8s_info) as well as this
     collection's; each returns what it would have returned from its own process.
+  - In the worker process Ansible forks for each task, the objects inherited from the controller are left out of
+    Python's garbage collection, so that a collection there does not make the kernel copy the controller's memory.
   - The playbooks of this collection use this connection for the clusters they reach. An inventory that sets
     C(ansible_connection=local) for a cluster's host runs the same tasks, each module in its own process.
   - Whatever the worker does not take (none runs yet, it is switched off with E(ACCELERATORS_GPU_WORKER=off), this
@@ -60,12 +62,23 @@ seealso:
     plugin_type: connection
 '''
 
+import gc
+import multiprocessing
+
 from ansible.plugins.connection.local import Connection as LocalConnection
 from ansible_collections.accelerators.gpu.plugins.plugin_utils.worker_action import run_piped
 
 
 class Connection(LocalConnection):
     """ansible.builtin.local; a module piped into its interpreter runs in the module worker when one takes it."""
+
+    def __init__(self, *args, **kwargs):
+        super(Connection, self).__init__(*args, **kwargs)
+        # In the process Ansible forks for a task, what it inherited from the controller stays out of its garbage
+        # collections: a full one would visit every object of the controller's, and so make the kernel copy every
+        # memory page that holds one, in a process that runs a single task and exits.
+        if multiprocessing.parent_process() is not None:
+            gc.freeze()
 
     def exec_command(self, cmd, in_data=None, sudoable=True):
         if in_data is not None and not self.become:

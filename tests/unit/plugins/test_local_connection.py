@@ -8,8 +8,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import gc
+import multiprocessing
+
 import pytest
 
+from ansible.playbook.play_context import PlayContext
 from ansible.plugins.connection.local import Connection as BuiltinLocal
 from ansible_collections.accelerators.gpu.plugins.connection.local import Connection
 from ansible_collections.accelerators.gpu.plugins.module_utils import module_worker
@@ -105,3 +109,21 @@ def test_a_worker_whose_entry_point_changed_runs_the_module_as_usual_and_says_so
         assert connection.exec_command(PIPED, in_data=WRAPPER) == RAN_BY_ANSIBLE
     assert connection.ran == [PIPED, PIPED]
     assert len(connection.said) == 1 and 'TypeError' in connection.said[0]
+
+
+def _freeze_count_after_a_connection(answer):
+    Connection(PlayContext())
+    answer.put(gc.get_freeze_count())
+
+
+def test_in_the_process_ansible_forks_for_a_task_the_inherited_objects_leave_the_garbage_collection():
+    forking = multiprocessing.get_context('fork')  # how Ansible starts a task's worker process
+    answer = forking.Queue()
+    worker = forking.Process(target=_freeze_count_after_a_connection, args=(answer,))
+    worker.start()
+    frozen_in_the_worker = answer.get(timeout=60)
+    worker.join()
+    assert frozen_in_the_worker > 0
+    # Not in the controller (here, pytest's process), whose objects must be collected as usual.
+    Connection(PlayContext())
+    assert gc.get_freeze_count() == 0
