@@ -911,14 +911,12 @@ class Simulator:
         seen = (discovery["metadata"]["uid"], discovery["metadata"].get("generation"))
         if seen in self.reconciled:
             return
-        try:
-            operator = apps.read_namespaced_deployment(CATALOG["nfd"][1], namespace)
-        except ApiException as error:
-            if error.status == 404:
-                return  # no operator installed in this namespace: nothing reconciles the resource
-            raise
-        if not operator.status.ready_replicas:
-            return
+        # The operator reconciles once its pod runs, which is the event that brings this call: its Deployment's
+        # readyReplicas, which the controller manager writes after that event, may still be 0 when it comes.
+        if not any(pod_ready(pod) for pod in list(self.pods.values())
+                   if pod["metadata"]["namespace"] == namespace and not pod["metadata"].get("deletionTimestamp")
+                   and (pod["metadata"].get("labels") or {}).get("app.kubernetes.io/name") == CATALOG["nfd"][1]):
+            return  # no operator running in this namespace: nothing reconciles the resource yet
         spec = discovery.get("spec") or {}
         operand = spec.get("operand") or {}
         image = operand.get("image") or NFD_OPERAND_IMAGE
