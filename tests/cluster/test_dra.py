@@ -41,6 +41,8 @@ AGENTS = {"gpu-feature-discovery": ("gpu-feature-discovery-dra", "nvidia-gfd-adm
 ADMIN_ACCESS = "resource.kubernetes.io/admin-access"
 DRA_LABEL = "nvidia.com/gpu.deploy.dra-driver"
 COMPUTE_DOMAINS = "/apis/resource.nvidia.com/v1beta1/namespaces/%s/computedomains"
+# What the uninstall playbook removes cluster-wide (uninstall_managed).
+MANAGED = "app.kubernetes.io/managed-by=accelerators.gpu"
 # A driver newer than the default (common_driver_version), which the story's rollout takes every node to.
 NEW_DRIVER = "580.95.05"
 
@@ -72,11 +74,14 @@ def story(cluster):
     before = api.object_names(cluster.client)
     # The session cluster's earlier tests may still be deleting their namespaces: what those hold goes meanwhile.
     leaving = {ns.metadata.name for ns in cluster.core.list_namespace().items if ns.metadata.deletion_timestamp}
+    # And their deploys may have left the stack's cluster-wide objects (RBAC, the RuntimeClass), which outlive their
+    # namespaces and which an uninstall removes, whoever deployed them.
+    left = api.object_names(cluster.client, label_selector=MANAGED)
     variables = fleet_variables(namespace, spec, common_dra_node_selector=DRA_SELECTOR,
                                 dra_driver_compute_domains_enabled=True, dcgm_enabled=True)
     playbook(cluster, "deploy", variables).succeeded()
     yield types.SimpleNamespace(spec=spec, nodes=made.node_names, namespace=namespace, workloads=workloads,
-                                before=before, leaving=leaving, variables=variables)
+                                before=before, leaving=leaving, left=left, variables=variables)
     cluster.core.delete_namespace(workloads)
     cluster.core.delete_namespace(namespace)
     made.delete()
@@ -634,11 +639,12 @@ def test_uninstall_removes_every_dra_object_and_leaves_the_cluster_as_before(clu
     def keys(names):
         return {name if isinstance(name, str) else tuple(name) for name in names}
 
-    def explained(key):
-        """Gone with a namespace that was being deleted before the deploy (or that namespace itself)."""
-        return (key[0] if isinstance(key, tuple) else key) in story.leaving
+    def explained(kind, key):
+        """Gone with a namespace that was being deleted before the deploy (or that namespace itself), or the stack's
+        own, left by an earlier test's deploy."""
+        return (key[0] if isinstance(key, tuple) else key) in story.leaving or key in keys(story.left[kind])
     added = {kind: sorted(keys(names) - keys(story.before[kind])) for kind, names in after.items()}
-    removed = {kind: sorted(key for key in keys(names) - keys(after[kind]) if not explained(key))
+    removed = {kind: sorted(key for key in keys(names) - keys(after[kind]) if not explained(kind, key))
                for kind, names in story.before.items()}
     assert {kind: names for kind, names in added.items() if names} == {}
     assert {kind: names for kind, names in removed.items() if names} == {}

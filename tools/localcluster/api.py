@@ -135,32 +135,37 @@ def wait_default_service_account(client, timeout=60):
     raise RuntimeError("kube-controller-manager created no default service account in %ds" % timeout)
 
 
-def object_names(client):
+def object_names(client, label_selector=None):
     """Names of every object of the kinds a GPU stack creates, cluster-wide, and the namespaces: what tests compare
-    before a deploy and after its uninstall."""
+    before a deploy and after its uninstall. label_selector: only the objects it selects."""
+    selected = {"label_selector": label_selector}
     core, apps = kubernetes.client.CoreV1Api(client), kubernetes.client.AppsV1Api(client)
     rbac = kubernetes.client.RbacAuthorizationV1Api(client)
     found = {
-        "namespaces": [n.metadata.name for n in core.list_namespace().items],
-        "daemonsets": [(d.metadata.namespace, d.metadata.name) for d in apps.list_daemon_set_for_all_namespaces().items],
+        "namespaces": [n.metadata.name for n in core.list_namespace(**selected).items],
+        "daemonsets": [(d.metadata.namespace, d.metadata.name)
+                       for d in apps.list_daemon_set_for_all_namespaces(**selected).items],
         "deployments": [(d.metadata.namespace, d.metadata.name)
-                        for d in apps.list_deployment_for_all_namespaces().items],
+                        for d in apps.list_deployment_for_all_namespaces(**selected).items],
         "jobs": [(j.metadata.namespace, j.metadata.name)
-                 for j in kubernetes.client.BatchV1Api(client).list_job_for_all_namespaces().items],
+                 for j in kubernetes.client.BatchV1Api(client).list_job_for_all_namespaces(**selected).items],
         "serviceaccounts": [(s.metadata.namespace, s.metadata.name)
-                            for s in core.list_service_account_for_all_namespaces().items],
-        "services": [(s.metadata.namespace, s.metadata.name) for s in core.list_service_for_all_namespaces().items],
-        "clusterroles": [r.metadata.name for r in rbac.list_cluster_role().items],
-        "clusterrolebindings": [r.metadata.name for r in rbac.list_cluster_role_binding().items],
-        "roles": [(r.metadata.namespace, r.metadata.name) for r in rbac.list_role_for_all_namespaces().items],
+                            for s in core.list_service_account_for_all_namespaces(**selected).items],
+        "services": [(s.metadata.namespace, s.metadata.name)
+                     for s in core.list_service_for_all_namespaces(**selected).items],
+        "clusterroles": [r.metadata.name for r in rbac.list_cluster_role(**selected).items],
+        "clusterrolebindings": [r.metadata.name for r in rbac.list_cluster_role_binding(**selected).items],
+        "roles": [(r.metadata.namespace, r.metadata.name)
+                  for r in rbac.list_role_for_all_namespaces(**selected).items],
         "crds": [c.metadata.name for c in
-                 kubernetes.client.ApiextensionsV1Api(client).list_custom_resource_definition().items],
-        "runtimeclasses": [r.metadata.name for r in kubernetes.client.NodeV1Api(client).list_runtime_class().items],
+                 kubernetes.client.ApiextensionsV1Api(client).list_custom_resource_definition(**selected).items],
+        "runtimeclasses": [r.metadata.name
+                           for r in kubernetes.client.NodeV1Api(client).list_runtime_class(**selected).items],
     }
     # Read by path: the kubernetes client of requirements.txt has no resource.k8s.io/v1 models.
     for kind, path in DRA_KINDS:
-        found[kind] = [(item["metadata"].get("namespace"), item["metadata"]["name"]) if item["metadata"].get("namespace")
-                       else item["metadata"]["name"] for item in _items(client, path)]
+        found[kind] = [(item["metadata"]["namespace"], item["metadata"]["name"]) if item["metadata"].get("namespace")
+                       else item["metadata"]["name"] for item in _items(client, path, label_selector)]
     return {kind: sorted(names) for kind, names in found.items()}
 
 
@@ -173,10 +178,12 @@ DRA_KINDS = (("deviceclasses", "/apis/resource.k8s.io/v1/deviceclasses"),
               "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"))
 
 
-def _items(client, path):
-    """The items of the list at path; none where the API server does not serve it (resource.k8s.io/v1 before 1.34)."""
+def _items(client, path, label_selector=None):
+    """The items of the list at path (those label_selector selects); none where the API server does not serve it
+    (resource.k8s.io/v1 before 1.34)."""
     try:
-        return client.call_api(path, "GET", response_type="object", _return_http_data_only=True,
+        return client.call_api(path, "GET", query_params=[("labelSelector", label_selector)] if label_selector else [],
+                               response_type="object", _return_http_data_only=True,
                                auth_settings=["BearerToken"])["items"]
     except ApiException as error:
         if error.status == 404:
