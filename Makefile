@@ -30,7 +30,10 @@ collection: ## make the checkout importable as accelerators.gpu
 	@mkdir -p $(COLLECTIONS)/ansible_collections/accelerators
 	@ln -sfn $(CURDIR) $(COLLECTIONS)/ansible_collections/accelerators/gpu
 
-test: deps collection build docs-lint lint sanity ## every gate CI runs: build, docs and changelog lint, ansible-lint, ansible-test sanity, pytest with the matrix
+# The gates before the tests two at a time (each is one process, mostly): the machine has two cores. Each gate's output
+# comes whole, when it ends.
+test: deps collection ## every gate CI runs: build, docs and changelog lint, ansible-lint, ansible-test sanity, pytest with the matrix
+	@$(MAKE) --no-print-directory -j 2 --output-sync=target build docs-lint lint sanity
 	@python -m matrix list
 	$(PYTEST) tests
 
