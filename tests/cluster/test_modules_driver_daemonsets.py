@@ -5,11 +5,13 @@ osImage crash-loops, a precompiled image for another kernel crash-loops, an imag
 stays in ImagePullBackOff. Pods Ready on the right nodes therefore prove the DaemonSets right.
 """
 
+import json
+
 from conftest import wait_for
 from gpu_fleet import (
     FLEET_LABEL, OSTREE, RHCOS_416, RHCOS_418, RHCOS_96, create_driver_service_account, daemonset_versions, driver, driver_pods,
     fleet, selector, settled)
-from localcluster.fleet import dtk_image
+from localcluster.fleet import HARDWARE_ANNOTATION, dtk_image
 from playbook import run
 
 MODULE = "accelerators.gpu.driver_daemonsets"
@@ -120,8 +122,13 @@ def test_node_upgraded_to_a_third_rhcos_version(cluster, namespace, make_fleet):
     assert old_pod in driver_pods(cluster, namespace)
     assert set(daemonset_versions(cluster, namespace)) == {DS_416, DS_418, DS_96}
 
-    # NFD relabels: the 416 DaemonSet lets go of the node, the 418 one takes it.
-    cluster.core.patch_node(node_a, {"metadata": {"labels": {OSTREE: RHCOS_418}}})
+    # NFD relabels: the 416 DaemonSet lets go of the node, the 418 one takes it. The node's simulated hardware says
+    # what NFD sees from now on: a simulated nfd-worker on it (another test's NFD, on this shared cluster) would
+    # otherwise put back the label of the OS the node was made with.
+    hardware = json.loads(cluster.core.read_node(node_a).metadata.annotations[HARDWARE_ANNOTATION])
+    hardware["nfd_labels"][OSTREE] = RHCOS_418
+    cluster.core.patch_node(node_a, {"metadata": {"labels": {OSTREE: RHCOS_418}, "annotations": {
+        HARDWARE_ANNOTATION: json.dumps(hardware, sort_keys=True)}}})
     wait_placed(cluster, namespace, {DS_418: [node_a], DS_96: [b0, b1]})
 
     def emptied():
