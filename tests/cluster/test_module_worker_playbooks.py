@@ -59,7 +59,9 @@ def test_the_first_run_starts_a_worker_that_serves_the_next_runs_each_with_its_o
     args = {"namespace": "default"}
     first = run(cluster, "accelerators.gpu.cluster_facts", args, extra_env=env)
     assert not first.get("failed"), first
-    assert served(tmp_path) == []  # it ran in its own process, and started the worker
+    # No worker for the action to hand it to: it started one, and the module ran in its own process, which hands its
+    # module over once that worker listens (from=module; on a quiet machine the worker can be up by then).
+    assert [request["from"] for request in served(tmp_path)] in ([], ["module"]), served(tmp_path)
     before = until_served(cluster, tmp_path, env)
 
     # KUBECONFIG alone names the cluster: the worker imported the kubernetes client with none set, so the run's
