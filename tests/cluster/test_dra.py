@@ -66,11 +66,12 @@ def story(cluster):
     made = fleets.Fleet(cluster.client, spec, prefix="dra-%s-" % os.urandom(2).hex()).apply().wait_ready()
     log_size = cluster.simulator_log_size()
     namespace = "t-dra-" + os.urandom(2).hex()
-    cluster.core.create_namespace({"metadata": {"name": namespace}})
-    wait_for(lambda: cluster.core.list_namespaced_service_account(namespace, field_selector="metadata.name=default")
-             .items, message="service account default in " + namespace)
     workloads = namespace + "-w"
-    cluster.core.create_namespace({"metadata": {"name": workloads}})
+    # Each with the service account the controller manager adds to a new namespace, before `before` is taken.
+    for name in (namespace, workloads):
+        cluster.core.create_namespace({"metadata": {"name": name}})
+        wait_for(lambda name=name: cluster.core.list_namespaced_service_account(
+            name, field_selector="metadata.name=default").items, message="service account default in " + name)
     before = api.object_names(cluster.client)
     # The session cluster's earlier tests may still be deleting their namespaces: what those hold goes meanwhile.
     leaving = {ns.metadata.name for ns in cluster.core.list_namespace().items if ns.metadata.deletion_timestamp}
