@@ -65,6 +65,13 @@ def wait_for(predicate, timeout=90, interval=0.2, message="condition"):
     raise AssertionError("timed out after %ss waiting for %s (last: %r)" % (timeout, message, last))
 
 
+def wait_until_deleted_namespaces_are_gone(cluster, timeout=180):
+    """For a test that compares what a shared session cluster holds before and after: what the namespaces that
+    earlier tests deleted still hold goes first, not between the two."""
+    wait_for(lambda: not [ns for ns in cluster.core.list_namespace().items if ns.metadata.deletion_timestamp],
+             timeout=timeout, message="the namespaces that earlier tests deleted gone")
+
+
 # A run stopped with SIGTERM (a CI time limit, `timeout`) must still stop the clusters it started: as an
 # interrupt, pytest tears the session fixtures down.
 def _interrupt(_signum, _frame):

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from conftest import Cluster, start_cluster
+from conftest import Cluster, start_cluster, wait_until_deleted_namespaces_are_gone
 from gpu_fleet import FLEET_LABEL, RHCOS_416, RHCOS_96, selector
 from localcluster import api
 from playbook import COLLECTIONS
@@ -157,6 +157,7 @@ def test_check_mode_writes_nothing(cluster, make_fleet):
     spec = gpu_fleet()
     made = make_fleet(spec)
     namespace = "t-deploy-check-" + os.urandom(2).hex()
+    wait_until_deleted_namespaces_are_gone(cluster)
     before_objects, before_labels = objects(cluster), node_labels(cluster, made.node_names)
     checked = playbook(cluster, "deploy", fleet_variables(namespace, spec), check=True).succeeded()
     assert checked.stats["changed"] >= 1  # the namespace and the node labels would be written

@@ -6,6 +6,7 @@ import kubernetes
 import yaml
 from kubernetes.client.rest import ApiException
 
+from conftest import wait_until_deleted_namespaces_are_gone
 from gpu_fleet import FLEET_LABEL, OSTREE, RHCOS_416, RHCOS_96
 from playbook import play
 from strict_schema import refused_field
@@ -132,6 +133,7 @@ def objects(cluster):
 
 def test_check_mode_on_kubernetes_writes_nothing(kubernetes_cluster, make_fleet):
     fleet = make_fleet(unlabelled_fleet(["registry.k8s.io/nfd/*"]), on=kubernetes_cluster)
+    wait_until_deleted_namespaces_are_gone(kubernetes_cluster)
     before = objects(kubernetes_cluster)
     run = play(kubernetes_cluster, [("ansible.builtin.set_fact", {"nfd_node_selector": "%s=%s" % (
         FLEET_LABEL, fleet.spec["name"]), "nfd_namespace": "nfd-check-mode", "nfd_install": "always"}),
