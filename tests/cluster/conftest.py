@@ -176,14 +176,20 @@ def _test_id(request):
 def namespace(cluster, request):
     # A fresh name each time: a rerun must not meet the previous run's namespace still terminating.
     name = "t-%s-%s" % (_test_id(request), os.urandom(2).hex())
-    cluster.core.create_namespace({"metadata": {"name": name}})
-    wait_for(lambda: _has_default_service_account(cluster, name), message="service account default in " + name)
+    create_namespace(cluster, name)
     yield name
     try:
         cluster.core.delete_namespace(name)
     except ApiException as error:
         if error.status != 404:
             raise
+
+
+def create_namespace(cluster, name):
+    """Creates namespace name and waits for the service account the controller manager adds to it a moment later
+    (a pod needs it; a list of what the cluster holds taken before it would miss it)."""
+    cluster.core.create_namespace({"metadata": {"name": name}})
+    wait_for(lambda: _has_default_service_account(cluster, name), message="service account default in " + name)
 
 
 def _has_default_service_account(cluster, namespace):

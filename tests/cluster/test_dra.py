@@ -17,7 +17,7 @@ import types
 import kubernetes
 import pytest
 
-from conftest import wait_for
+from conftest import create_namespace, wait_for
 from gpu_fleet import FLEET_LABEL, RHCOS_416, selector
 from localcluster import api
 from localcluster import fleet as fleets
@@ -67,11 +67,8 @@ def story(cluster):
     log_size = cluster.simulator_log_size()
     namespace = "t-dra-" + os.urandom(2).hex()
     workloads = namespace + "-w"
-    # Each with the service account the controller manager adds to a new namespace, before `before` is taken.
     for name in (namespace, workloads):
-        cluster.core.create_namespace({"metadata": {"name": name}})
-        wait_for(lambda name=name: cluster.core.list_namespaced_service_account(
-            name, field_selector="metadata.name=default").items, message="service account default in " + name)
+        create_namespace(cluster, name)
     before = api.object_names(cluster.client)
     # The session cluster's earlier tests may still be deleting their namespaces: what those hold goes meanwhile.
     leaving = {ns.metadata.name for ns in cluster.core.list_namespace().items if ns.metadata.deletion_timestamp}
