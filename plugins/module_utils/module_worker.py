@@ -45,6 +45,7 @@ import os
 import resource
 import runpy
 import selectors
+import shutil
 import signal
 import socket
 import stat
@@ -414,6 +415,8 @@ def _run_request(conn):
     module_fqn = None
     sender = None
     rc = 1
+    taken = False
+    module_tmp = None
     try:
         data, fds = _receive_frame(conn, max_fds=2)
         request = json.loads(data)
@@ -431,14 +434,21 @@ def _run_request(conn):
         if kube_config is not None:
             # Read from the environment at import, which was the worker's, not this request's.
             kube_config.KUBE_CONFIG_DEFAULT_LOCATION = os.environ.get('KUBECONFIG', '~/.kube/config')
+        module_tmp = _module_tempdir()
         _send_frame(conn, b'{}')
+        taken = True
         _exit_with_the_stub(conn)
         (_run_wrapper if 'wrapper' in request else _run_module)(request)
     except SystemExit as exit_:
         rc = exit_.code if isinstance(exit_.code, int) else 1
     except BaseException:
-        traceback.print_exc()
+        if taken:
+            traceback.print_exc()
     finally:
+        if module_tmp is not None:
+            shutil.rmtree(module_tmp, ignore_errors=True)
+        if not taken:
+            os._exit(0)  # unanswered: the stub runs the module itself
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
@@ -454,6 +464,15 @@ def _run_request(conn):
         except OSError:
             pass
         os._exit(0)
+
+
+def _module_tempdir():
+    """Make a directory of the module's own the default one of tempfile, in the request's TMPDIR (not the worker's),
+    for _run_request to remove: the child ends with os._exit, which skips the atexit handlers that delete a module's
+    temporary files, among them those the Kubernetes client writes a kubeconfig's certificates and keys to."""
+    tempfile.tempdir = None
+    tempfile.tempdir = tempfile.mkdtemp(prefix='accelerators-gpu-module-')
+    return tempfile.tempdir
 
 
 def _exit_with_the_stub(conn):

@@ -92,6 +92,38 @@ def test_the_worker_runs_a_wrapper_as_its_interpreter_would_with_the_callers_env
         shutil.rmtree(runtime, ignore_errors=True)
 
 
+def test_a_modules_temporary_files_are_made_in_the_callers_tmpdir_and_removed_as_it_ends(tmp_path):
+    runtime = tempfile.mkdtemp(prefix='agw-', dir='/tmp')
+    module_tmp = tmp_path / 'tmp'
+    module_tmp.mkdir()
+    environ = dict(os.environ, XDG_RUNTIME_DIR=runtime, TMPDIR=str(module_tmp), ACCELERATORS_GPU_WORKER_IDLE='5')
+    # As the Kubernetes client keeps a kubeconfig's certificate or key: a temporary file, deleted at exit.
+    wrapper = (b"import atexit, os, tempfile\nhandle, name = tempfile.mkstemp()\natexit.register(os.remove, name)\n"
+               b"print(name)\nraise SystemExit(0)\n")
+    try:
+        start_worker(dict(os.environ, XDG_RUNTIME_DIR=runtime, ACCELERATORS_GPU_WORKER_IDLE='5'))
+        rc, stdout, stderr = module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ,
+                                                       str(tmp_path))
+        assert (rc, stderr) == (0, b'')
+        assert Path(stdout.decode().strip()).is_relative_to(module_tmp)
+        assert list(module_tmp.iterdir()) == []
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def test_a_request_the_worker_cannot_take_is_left_to_the_caller(tmp_path):
+    runtime = tempfile.mkdtemp(prefix='agw-', dir='/tmp')
+    environ = dict(os.environ, XDG_RUNTIME_DIR=runtime, ACCELERATORS_GPU_WORKER_IDLE='5')
+    wrapper = b"print('served')\nraise SystemExit(0)\n"
+    try:
+        start_worker(environ)
+        assert module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ, str(tmp_path / 'gone')) is None
+        assert module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ, str(tmp_path)) == (
+            0, b'served\n', b'')
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
 def test_a_worker_is_not_used_once_the_packages_on_its_import_path_change(tmp_path):
     runtime = tempfile.mkdtemp(prefix='agw-', dir='/tmp')
     site = tmp_path / 'site'
