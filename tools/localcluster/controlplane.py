@@ -259,9 +259,12 @@ class ControlPlane:
         api.install_crds(client, flavour)
         api.mark_local(client, MARKER, flavour)
         if simulator:
+            # Its temporary files (the Kubernetes client's copy of the cluster's CA) in the state directory: it is
+            # stopped by a signal, so its exit handlers, which delete them, do not run.
+            (self.state / "tmp").mkdir(exist_ok=True)
             self._spawn(info, "simulator", [
                 sys.executable, "-m", "localcluster.simulator", "--kubeconfig=%s" % components],
-                env={"PYTHONPATH": str(TOOLS)})
+                env={"PYTHONPATH": str(TOOLS), "TMPDIR": str(self.state / "tmp")})
         api.wait_default_service_account(client, timeout=60)
         info["startup_seconds"] = round(time.monotonic() - started, 1)
         self._save(info)
