@@ -15,7 +15,7 @@ export PYTHONPATH := $(COLLECTIONS):$(CURDIR)/tools
 export PYTHONDONTWRITEBYTECODE :=
 export PYTHONPYCACHEPREFIX := $(dir $(VENV))pycache
 
-.PHONY: help deps collection test lint sanity build pytest durations matrix demo down clean bundle bench bench-modules bench-deploy bench-upgrade bench-fleet docs docs-lint docs-src
+.PHONY: help deps collection test lint sanity build pytest durations matrix demo down clean bundle bench bench-modules bench-deploy bench-upgrade bench-fleet docs docs-lint docs-src forget-bytecode
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -80,7 +80,9 @@ docs: docs-src ## HTML docs with antsibull-docs: modules, filters, roles' argume
 	@echo "The site: $(DOCS_DIR)/build/html/index.html"
 
 docs-lint: docs-src ## antsibull-docs' collection docs lint (plugins, roles, docs/docsite) and antsibull-changelog's lint
-	cd $(DOCS_SRC)/ansible_collections/accelerators/gpu && $(DOCS_ENV) antsibull-docs lint-collection-docs --plugin-docs --check-extra-docs-refs .
+	@# rstcheck, which checks the code blocks, leaves a temporary file for each: they go in the copy, not in /tmp.
+	@mkdir -p $(DOCS_SRC)/tmp
+	cd $(DOCS_SRC)/ansible_collections/accelerators/gpu && TMPDIR=$(DOCS_SRC)/tmp $(DOCS_ENV) antsibull-docs lint-collection-docs --plugin-docs --check-extra-docs-refs .
 	$(DOCS_ENV) antsibull-changelog lint
 	$(DOCS_ENV) antsibull-changelog lint-changelog-yaml changelogs/changelog.yaml
 
@@ -131,3 +133,6 @@ down: ## stop the demo cluster and everything it started
 
 clean: down ## stop the demo cluster and remove build output
 	rm -rf .build .cluster
+
+forget-bytecode: ## remove this checkout's bytecode from the shared cache (.ci/run does, after a run: CI's clone is thrown away)
+	rm -rf $(PYTHONPYCACHEPREFIX)$(CURDIR)
