@@ -33,6 +33,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import atexit
 import base64
 import errno
 import fcntl
@@ -45,7 +46,6 @@ import os
 import resource
 import runpy
 import selectors
-import shutil
 import signal
 import socket
 import stat
@@ -416,7 +416,7 @@ def _run_request(conn):
     sender = None
     rc = 1
     taken = False
-    module_tmp = None
+    exit_handlers = None
     try:
         data, fds = _receive_frame(conn, max_fds=2)
         request = json.loads(data)
@@ -434,7 +434,8 @@ def _run_request(conn):
         if kube_config is not None:
             # Read from the environment at import, which was the worker's, not this request's.
             kube_config.KUBE_CONFIG_DEFAULT_LOCATION = os.environ.get('KUBECONFIG', '~/.kube/config')
-        module_tmp = _module_tempdir()
+        tempfile.tempdir = None  # found again from this request's TMPDIR, not the worker's
+        exit_handlers = _recorded_exit_handlers()
         _send_frame(conn, b'{}')
         taken = True
         _exit_with_the_stub(conn)
@@ -445,8 +446,8 @@ def _run_request(conn):
         if taken:
             traceback.print_exc()
     finally:
-        if module_tmp is not None:
-            shutil.rmtree(module_tmp, ignore_errors=True)
+        if exit_handlers:
+            _run_exit_handlers(exit_handlers)
         if not taken:
             os._exit(0)  # unanswered: the stub runs the module itself
         for stream in (sys.stdout, sys.stderr):
@@ -466,13 +467,32 @@ def _run_request(conn):
         os._exit(0)
 
 
-def _module_tempdir():
-    """Make a directory of the module's own the default one of tempfile, in the request's TMPDIR (not the worker's),
-    for _run_request to remove: the child ends with os._exit, which skips the atexit handlers that delete a module's
-    temporary files, among them those the Kubernetes client writes a kubeconfig's certificates and keys to."""
-    tempfile.tempdir = None
-    tempfile.tempdir = tempfile.mkdtemp(prefix='accelerators-gpu-module-')
-    return tempfile.tempdir
+def _recorded_exit_handlers():
+    """The exit handlers the module registers (atexit.register, as the Kubernetes client registers the removal of the
+    files it writes a kubeconfig's certificates and keys to), kept in a list for _run_exit_handlers: the child ends
+    with os._exit, as a forked child must, and that runs none. Registered with atexit too, as before."""
+    handlers = []
+    register, unregister = atexit.register, atexit.unregister
+
+    def recording_register(func, *args, **kwargs):
+        handlers.append((func, args, kwargs))
+        return register(func, *args, **kwargs)
+
+    def recording_unregister(func):
+        handlers[:] = [handler for handler in handlers if handler[0] != func]
+        return unregister(func)
+
+    atexit.register, atexit.unregister = recording_register, recording_unregister
+    return handlers
+
+
+def _run_exit_handlers(handlers):
+    """As the interpreter runs them at exit: last registered first, an error in one not stopping the others."""
+    for func, args, kwargs in reversed(handlers):
+        try:
+            func(*args, **kwargs)
+        except Exception:  # pylint: disable=broad-except
+            traceback.print_exc()
 
 
 def _exit_with_the_stub(conn):

@@ -92,21 +92,27 @@ def test_the_worker_runs_a_wrapper_as_its_interpreter_would_with_the_callers_env
         shutil.rmtree(runtime, ignore_errors=True)
 
 
-def test_a_modules_temporary_files_are_made_in_the_callers_tmpdir_and_removed_as_it_ends(tmp_path):
+def test_a_modules_exit_handlers_run_as_it_ends_and_its_temporary_files_are_in_the_callers_tmpdir(tmp_path):
     runtime = tempfile.mkdtemp(prefix='agw-', dir='/tmp')
     module_tmp = tmp_path / 'tmp'
     module_tmp.mkdir()
     environ = dict(os.environ, XDG_RUNTIME_DIR=runtime, TMPDIR=str(module_tmp), ACCELERATORS_GPU_WORKER_IDLE='5')
-    # As the Kubernetes client keeps a kubeconfig's certificate or key: a temporary file, deleted at exit.
-    wrapper = (b"import atexit, os, tempfile\nhandle, name = tempfile.mkstemp()\natexit.register(os.remove, name)\n"
-               b"print(name)\nraise SystemExit(0)\n")
+    # As the Kubernetes client keeps a kubeconfig's certificate or key (a temporary file it deletes at exit) and
+    # kubernetes.core its discovery cache (a file in the temporary directory that the next module reads).
+    wrapper = (b"import atexit, os, tempfile\n"
+               b"handle, name = tempfile.mkstemp()\natexit.register(os.remove, name)\n"
+               b"unregistered = tempfile.mkstemp()[1]\natexit.register(os.remove, unregistered)\n"
+               b"atexit.unregister(os.remove)\natexit.register(os.remove, name)\n"
+               b"open(os.path.join(tempfile.gettempdir(), 'cache.json'), 'w').close()\n"
+               b"print(name, unregistered)\nraise SystemExit(0)\n")
     try:
         start_worker(dict(os.environ, XDG_RUNTIME_DIR=runtime, ACCELERATORS_GPU_WORKER_IDLE='5'))
         rc, stdout, stderr = module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ,
                                                        str(tmp_path))
         assert (rc, stderr) == (0, b'')
-        assert Path(stdout.decode().strip()).is_relative_to(module_tmp)
-        assert list(module_tmp.iterdir()) == []
+        name, unregistered = stdout.decode().split()
+        assert sorted(path.name for path in module_tmp.iterdir()) == sorted(['cache.json', Path(unregistered).name])
+        assert not os.path.exists(name)
     finally:
         shutil.rmtree(runtime, ignore_errors=True)
 
