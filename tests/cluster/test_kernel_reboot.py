@@ -4,8 +4,11 @@ kernel goes NotReady, loses its pods (a DaemonSet's come back), boots the kernel
 import os
 import time
 
+import kubernetes
+
 import gpu_fleet
 from conftest import wait_for
+from localcluster import api, controlplane, fleet
 from localcluster import kernel as reboots
 from localcluster.stages import REBOOTING_ANNOTATION
 
@@ -65,3 +68,26 @@ def test_node_reboots_into_the_kernel_asked_for(kubernetes_cluster, make_fleet):
         assert down.status.node_info.kernel_version == OLD
     finally:
         cluster.core.delete_namespace(namespace)
+
+
+def test_kwoks_heartbeat_never_marks_a_rebooting_node_ready(tmp_path):
+    # kwok queues a Ready node's next heartbeat, and a change after which the node matches no stage of kwok's left it
+    # queued: it came during the reboot, with the conditions of the node as queued, and marked the node Ready (an
+    # RHCOS rollout's node that never returns was "Ready" at the rollout's deadline). A plane of its own, whose
+    # heartbeat comes every 1 to 2.5 s instead of 30 to 75, makes one come during the watch below.
+    plane = controlplane.ControlPlane(tmp_path / "state")
+    plane.up("kubernetes", heartbeat_seconds=1)
+    try:
+        core = kubernetes.client.CoreV1Api(api.client_from_kubeconfig(plane.kubeconfig))
+        spec = gpu_fleet.fleet([{"name": "z-never", "os": {"ubuntu": "22.04"}, "kernel": OLD,
+                                 "faults": {"never_returns": True}}], openshift=None)
+        [never] = fleet.Fleet(core.api_client, spec, prefix="hb-").apply().wait_ready().node_names
+        core.patch_node(never, {"metadata": {"annotations": {reboots.REBOOT_ANNOTATION: NEW}}})
+        wait_for(lambda: not is_ready(core.read_node(never)), timeout=10, message=never + " NotReady")
+        # Four heartbeat periods at their longest.
+        readiness = [is_ready(event["object"]) for event in kubernetes.watch.Watch().stream(
+            core.list_node, field_selector="metadata.name=" + never, timeout_seconds=10)]
+        assert readiness and not any(readiness), readiness
+        assert core.read_node(never).metadata.annotations[REBOOTING_ANNOTATION] == "never"
+    finally:
+        plane.down()

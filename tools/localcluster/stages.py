@@ -1,4 +1,5 @@
-"""kwok Stage documents: kwok plays the node agents' heartbeat and pod deletion.
+"""kwok Stage documents: kwok plays the node agents' heartbeat and pod deletion, and holds the heartbeat off a
+rebooting node.
 
 Pod status (image pulls, readiness, Job outcomes) is written by the simulator, which knows the
 simulated hardware and registry; kwok therefore gets no pod-ready or pod-complete stage.
@@ -79,6 +80,14 @@ def stage_documents(heartbeat_seconds=30):
                             "jitterDurationMilliseconds": heartbeat_seconds * 1500},
                   "next": {"statusTemplate": "{{ $now := Now }}\n{{ $lastTransitionTime := or .metadata.creationTimestamp $now }}\n" + _node_conditions()},
                   "immediateNextStage": True}},
+        # Does nothing, but matching is what cancels the heartbeat kwok queued while the node was Ready: a node that
+        # matches no stage keeps it (kwok 0.7's NodeController.preprocess), and it came during a reboot, with the
+        # conditions of the node as it was queued, and marked the rebooting node Ready.
+        {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": "node-rebooting"},
+         "spec": {"resourceRef": {"apiGroup": "v1", "kind": "Node"},
+                  "selector": {"matchExpressions": [
+                      {"key": '.metadata.annotations["%s"]' % REBOOTING_ANNOTATION, "operator": "Exists"}]},
+                  "next": {}}},
         {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": "pod-delete"},
          "spec": {"resourceRef": {"apiGroup": "v1", "kind": "Pod"},
                   # A pod whose DRA claims are not unprepared yet stays (dra.py).
