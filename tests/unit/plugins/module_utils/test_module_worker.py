@@ -16,6 +16,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from ansible_collections.accelerators.gpu.plugins.module_utils import module_worker
 
 
@@ -61,6 +63,14 @@ def test_frames_carry_large_payloads_and_file_descriptors(tmp_path):
     right.close()
 
 
+@pytest.fixture
+def runtime():
+    """A short directory for the worker's socket (an AF_UNIX address, which pytest's tmp_path may not fit in)."""
+    directory = tempfile.mkdtemp(prefix='agw-', dir='/tmp')
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
+
+
 def start_worker(environ):
     """A worker for this interpreter with environ's import path, started as a module process would start it; its
     socket path once it listens."""
@@ -73,27 +83,21 @@ def start_worker(environ):
     return path
 
 
-def test_the_worker_runs_a_wrapper_as_its_interpreter_would_with_the_callers_environment(tmp_path):
-    # A short directory: a socket path must fit in an AF_UNIX address, which pytest's tmp_path may not.
-    runtime = tempfile.mkdtemp(prefix='agw-', dir='/tmp')
+def test_the_worker_runs_a_wrapper_as_its_interpreter_would_with_the_callers_environment(tmp_path, runtime):
     environ = dict(os.environ, XDG_RUNTIME_DIR=runtime, GREETING='from the task', ACCELERATORS_GPU_WORKER_IDLE='5')
     # More on stderr than a pipe holds: the caller must read while the child writes.
     wrapper = (b"import os, sys\nprint(os.environ['GREETING'], os.getcwd(), __name__, sys.argv[0] == __file__)\n"
                b"sys.stderr.write('x' * 300000)\nraise SystemExit(3)\n")
-    try:
-        assert module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ, str(tmp_path)) is None
-        start_worker(environ)
-        rc, stdout, stderr = module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ,
-                                                       str(tmp_path))
-        assert (rc, stdout, stderr) == (3, ('from the task %s __main__ True\n' % tmp_path).encode(), b'x' * 300000)
-        off = dict(environ, ACCELERATORS_GPU_WORKER='off')
-        assert module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', off, str(tmp_path)) is None
-    finally:
-        shutil.rmtree(runtime, ignore_errors=True)
+    assert module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ, str(tmp_path)) is None
+    start_worker(environ)
+    rc, stdout, stderr = module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ,
+                                                   str(tmp_path))
+    assert (rc, stdout, stderr) == (3, ('from the task %s __main__ True\n' % tmp_path).encode(), b'x' * 300000)
+    off = dict(environ, ACCELERATORS_GPU_WORKER='off')
+    assert module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', off, str(tmp_path)) is None
 
 
-def test_a_modules_exit_handlers_run_as_it_ends_and_its_temporary_files_are_in_the_callers_tmpdir(tmp_path):
-    runtime = tempfile.mkdtemp(prefix='agw-', dir='/tmp')
+def test_a_modules_exit_handlers_run_as_it_ends_and_its_temporary_files_are_in_the_callers_tmpdir(tmp_path, runtime):
     module_tmp = tmp_path / 'tmp'
     module_tmp.mkdir()
     environ = dict(os.environ, XDG_RUNTIME_DIR=runtime, TMPDIR=str(module_tmp), ACCELERATORS_GPU_WORKER_IDLE='5')
@@ -105,52 +109,41 @@ def test_a_modules_exit_handlers_run_as_it_ends_and_its_temporary_files_are_in_t
                b"atexit.unregister(os.remove)\natexit.register(os.remove, name)\n"
                b"open(os.path.join(tempfile.gettempdir(), 'cache.json'), 'w').close()\n"
                b"print(name, unregistered)\nraise SystemExit(0)\n")
-    try:
-        start_worker(dict(os.environ, XDG_RUNTIME_DIR=runtime, ACCELERATORS_GPU_WORKER_IDLE='5'))
-        rc, stdout, stderr = module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ,
-                                                       str(tmp_path))
-        assert (rc, stderr) == (0, b'')
-        name, unregistered = stdout.decode().split()
-        assert sorted(path.name for path in module_tmp.iterdir()) == sorted(['cache.json', Path(unregistered).name])
-        assert not os.path.exists(name)
-    finally:
-        shutil.rmtree(runtime, ignore_errors=True)
+    start_worker(dict(os.environ, XDG_RUNTIME_DIR=runtime, ACCELERATORS_GPU_WORKER_IDLE='5'))
+    rc, stdout, stderr = module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ,
+                                                   str(tmp_path))
+    assert (rc, stderr) == (0, b'')
+    name, unregistered = stdout.decode().split()
+    assert sorted(path.name for path in module_tmp.iterdir()) == sorted(['cache.json', Path(unregistered).name])
+    assert not os.path.exists(name)
 
 
-def test_a_request_the_worker_cannot_take_is_left_to_the_caller(tmp_path):
-    runtime = tempfile.mkdtemp(prefix='agw-', dir='/tmp')
+def test_a_request_the_worker_cannot_take_is_left_to_the_caller(tmp_path, runtime):
     environ = dict(os.environ, XDG_RUNTIME_DIR=runtime, ACCELERATORS_GPU_WORKER_IDLE='5')
     wrapper = b"print('served')\nraise SystemExit(0)\n"
-    try:
-        start_worker(environ)
-        assert module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ, str(tmp_path / 'gone')) is None
-        assert module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ, str(tmp_path)) == (
-            0, b'served\n', b'')
-    finally:
-        shutil.rmtree(runtime, ignore_errors=True)
+    start_worker(environ)
+    assert module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ, str(tmp_path / 'gone')) is None
+    assert module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ, str(tmp_path)) == (
+        0, b'served\n', b'')
 
 
-def test_a_worker_is_not_used_once_the_packages_on_its_import_path_change(tmp_path):
-    runtime = tempfile.mkdtemp(prefix='agw-', dir='/tmp')
+def test_a_worker_is_not_used_once_the_packages_on_its_import_path_change(tmp_path, runtime):
     site = tmp_path / 'site'
     (site / 'kubernetes-37.0.2.dist-info').mkdir(parents=True)
     environ = dict(os.environ, XDG_RUNTIME_DIR=runtime, ACCELERATORS_GPU_WORKER_IDLE='5',
                    PYTHONPATH=os.pathsep.join([str(site)] + [p for p in [os.environ.get('PYTHONPATH')] if p]))
     wrapper = b"print('served')\nraise SystemExit(0)\n"
-    try:
-        start_worker(environ)
-        assert module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ, str(tmp_path)) == (
-            0, b'served\n', b'')
-        # pip downgrades the client in the same environment: the worker that preloaded 37 takes no more requests
-        # (the module runs in its own process, which starts a worker for the packages now installed).
-        (site / 'kubernetes-37.0.2.dist-info').rename(site / 'kubernetes-33.1.0.dist-info')
-        assert module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ, str(tmp_path)) is None
-        start_worker(environ)
-        assert module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ, str(tmp_path)) == (
-            0, b'served\n', b'')
-        assert len(list(Path(runtime).glob('accelerators-gpu-*/*.sock'))) == 2
-    finally:
-        shutil.rmtree(runtime, ignore_errors=True)
+    start_worker(environ)
+    assert module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ, str(tmp_path)) == (
+        0, b'served\n', b'')
+    # pip downgrades the client in the same environment: the worker that preloaded 37 takes no more requests
+    # (the module runs in its own process, which starts a worker for the packages now installed).
+    (site / 'kubernetes-37.0.2.dist-info').rename(site / 'kubernetes-33.1.0.dist-info')
+    assert module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ, str(tmp_path)) is None
+    start_worker(environ)
+    assert module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ, str(tmp_path)) == (
+        0, b'served\n', b'')
+    assert len(list(Path(runtime).glob('accelerators-gpu-*/*.sock'))) == 2
 
 
 def test_installed_packages_are_the_metadata_directories_on_the_import_path(tmp_path):
