@@ -17,7 +17,8 @@ Fairness) and 5xx; a rollout that runs for hours meets both. ClusterAPI._request
   (kubectl drain retries an eviction so).
 - delay(): the wait before the next try, Retry-After when the API server gave one, else exponential from
   BACKOFF_FIRST seconds, doubled each time, at most BACKOFF_CAP; the tries end when the next one would start after
-  the request's deadline (RETRY_SECONDS after its first try, or the end of the caller's wait, the sooner).
+  the request's deadline (the module's api_retry_seconds after its first try, RETRY_SECONDS unless the user set it,
+  or the end of the caller's wait, the sooner).
 - summary(): the one line a module says when it met faults.
 """
 
@@ -29,8 +30,10 @@ import re
 
 RETRY_STATUSES = (429, 500, 502, 503, 504)
 REFUSED, RESET, TIMEOUT = 'refused', 'reset', 'timeout'
-# Seconds a request is tried for, from its first try (an API server restart takes seconds to a minute or two).
+# Seconds a request is tried for, from its first try (an API server restart takes seconds to a minute or two): the
+# default of every module's api_retry_seconds (doc fragment accelerators.gpu.api_retry).
 RETRY_SECONDS = 120
+RETRY_SECONDS_ENV = 'ACCELERATORS_GPU_API_RETRY_SECONDS'
 BACKOFF_FIRST, BACKOFF_CAP = 0.5, 8.0
 IDEMPOTENT_METHODS = ('GET', 'HEAD', 'DELETE')
 # Patches that set values, whatever the object's state: server-side apply and JSON merge patch.

@@ -31,6 +31,7 @@ import inspect
 import json
 import time
 
+from ansible.module_utils.basic import env_fallback
 from ansible_collections.accelerators.gpu.plugins.module_utils.dtk import (
     DTK_IMAGESTREAM, DTK_NAMESPACE, NOT_OPENSHIFT, STREAM_MISSING)
 from ansible_collections.accelerators.gpu.plugins.module_utils import api_retry, kube_protobuf, module_worker
@@ -307,6 +308,10 @@ class ClusterAPI:
         self.retry_seconds = 0.0
         self._deadline = None
         self._clock, self._sleep = clock, sleep
+        # Seconds a request is tried for (api_retry_seconds).
+        self.retry_budget = module.params['api_retry_seconds']
+        if self.retry_budget < 0:
+            raise TaskError('api_retry_seconds is %s: the seconds a request is tried for are 0 or more' % self.retry_budget)
         started = self._clock()
         tries = 0
         while True:
@@ -318,7 +323,7 @@ class ClusterAPI:
                 raise TaskError('cannot create the Kubernetes API client: %s' % error)
             except HTTPError as error:  # the client reads the API server's version as it is created
                 fault = api_retry.transport_fault(error)
-                wait = api_retry.next_try(self._clock(), tries, started + api_retry.RETRY_SECONDS) if fault else None
+                wait = api_retry.next_try(self._clock(), tries, started + self.retry_budget) if fault else None
                 if wait is None:
                     raise TaskError('cannot reach the API server: %s%s' % (
                         error, ' (tried %d times in %.1f s)' % (tries, self._clock() - started) if tries > 1 else ''))
@@ -339,7 +344,7 @@ class ClusterAPI:
 
     @contextlib.contextmanager
     def deadline(self, seconds):
-        """Within, a request is retried until seconds from now at most (a wait's timeout), not RETRY_SECONDS."""
+        """Within, a request is retried until seconds from now at most (a wait's timeout), not api_retry_seconds."""
         before = self._deadline
         self._deadline = self._clock() + seconds
         try:
@@ -383,7 +388,7 @@ class ClusterAPI:
         if content_type:
             params['content_type'] = content_type
         started = self._clock()
-        deadline = min(started + api_retry.RETRY_SECONDS, self._deadline or float('inf'))
+        deadline = min(started + self.retry_budget, self._deadline or float('inf'))
         self.last_tries = 0
         while True:
             response, failure = self._send(method, path, body, params)
@@ -685,10 +690,12 @@ def run_module(argument_spec, task, **module_options):
     """Run a module whose work is task(module, api) -> result; every result carries api_requests and
     api_response_bytes.
 
-    argument_spec: the module's own options; kubernetes.core's connection options are added.
+    argument_spec: the module's own options; kubernetes.core's connection options and api_retry_seconds (doc
+    fragment accelerators.gpu.api_retry) are added.
     """
     module_worker.forward()
-    spec = dict(AUTH_ARG_SPEC)
+    spec = dict(AUTH_ARG_SPEC, api_retry_seconds=dict(
+        type='float', default=api_retry.RETRY_SECONDS, fallback=(env_fallback, [api_retry.RETRY_SECONDS_ENV])))
     spec.update(argument_spec)
     module = GPUModule(argument_spec=spec, supports_check_mode=True, **module_options)
     api = None

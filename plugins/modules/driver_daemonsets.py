@@ -343,6 +343,7 @@ attributes:
     support: full
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - accelerators.gpu.api_retry
 requirements:
   - kubernetes >= 24.2.0
   - PyYAML >= 3.11

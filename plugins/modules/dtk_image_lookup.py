@@ -70,6 +70,7 @@ options:
     default: false
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - accelerators.gpu.api_retry
   - accelerators.gpu.read_only
 requirements:
   - kubernetes >= 24.2.0

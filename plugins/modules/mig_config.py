@@ -85,6 +85,7 @@ attributes:
     support: none
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - accelerators.gpu.api_retry
 requirements:
   - kubernetes >= 24.2.0
   - PyYAML >= 3.11

@@ -23,6 +23,7 @@ description:
   - The values of a Secret are masked in the results and the diff.
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - accelerators.gpu.api_retry
   - accelerators.gpu.operand_wait
 options:
   definitions:

@@ -26,6 +26,7 @@ description:
   - Reads only; in check mode it reads and waits the same way.
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - accelerators.gpu.api_retry
   - accelerators.gpu.operand_wait
 options:
   wait_for:

@@ -40,6 +40,7 @@ options:
     type: str
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - accelerators.gpu.api_retry
   - accelerators.gpu.read_only
 requirements:
   - kubernetes >= 24.2.0

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -11,6 +12,16 @@ import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 COLLECTIONS = os.path.join(ROOT, ".build", "collections")
+# The api_retry_seconds of a cluster whose API server is down, in the tests: its modules fail after 5 s, not 120 s.
+UNREACHABLE_RETRY_SECONDS = 5
+
+
+def assert_tried_within_budget(message):
+    """A module's failure on an API server that refused every connection, with UNREACHABLE_RETRY_SECONDS: it tried
+    again, and stopped within that budget (backoff 0.5, 1, 2, 4 s leaves room for 4 tries at most; slow tries only
+    make fewer; the default 120 s makes 19)."""
+    tries = re.search(r"\(tried (\d+) times in [0-9.]+ s\)", message)
+    assert tries and 2 <= int(tries.group(1)) <= 4, message
 
 
 class PlaybookRun(list):

@@ -19,7 +19,7 @@ import yaml
 
 from gpu_fleet import RHCOS_416, RHCOS_96
 from localcluster import clusters, controlplane
-from playbook import COLLECTIONS
+from playbook import COLLECTIONS, UNREACHABLE_RETRY_SECONDS, assert_tried_within_budget
 from test_deploy import Run
 
 OLD, NEW, BAD = "570.172.08", "580.95.05", "575.64.05"
@@ -179,7 +179,8 @@ def test_unreachable_clusters_fail_alone_and_stop_a_fleet_rollout(fleet, tmp_pat
     hosts = clusters.inventory(members)["gpu_clusters"]["hosts"]
     unreachable = {
         "api-down": {"gpu_cluster_api_host": "https://127.0.0.1:%d" % controlplane.free_port(),
-                     "gpu_cluster_api_key": ocp_a.automation_token, "gpu_cluster_ca_cert": ocp_a.ca_file},
+                     "gpu_cluster_api_key": ocp_a.automation_token, "gpu_cluster_ca_cert": ocp_a.ca_file,
+                     "gpu_cluster_api_retry_seconds": UNREACHABLE_RETRY_SECONDS},
         "wrong-ca": {"gpu_cluster_api_host": ocp_a.server, "gpu_cluster_api_key": ocp_a.automation_token,
                      "gpu_cluster_ca_cert": k8s_c.ca_file},
         "expired-token": {"gpu_cluster_api_host": k8s_c.server, "gpu_cluster_api_key": os.urandom(16).hex(),
@@ -199,6 +200,7 @@ def test_unreachable_clusters_fail_alone_and_stop_a_fleet_rollout(fleet, tmp_pat
     assert spread.process.returncode != 0 and sorted(failures) == sorted(unreachable), failures
     for name, cause in causes.items():
         assert cause in failures[name], (name, failures[name])
+    assert_tried_within_budget(failures["api-down"])
     stats = spread.recap()
     assert stats["ocp-a"]["failures"] == stats["ocp-b"]["failures"] == 0
     assert stats["ocp-a"]["changed"] == stats["ocp-b"]["changed"] == 0
@@ -220,6 +222,7 @@ def test_unreachable_clusters_fail_alone_and_stop_a_fleet_rollout(fleet, tmp_pat
     outputs.append(stopped.output)
     assert stopped.batches() == [["ocp-a"], ["api-down"]], stopped.batches()
     assert stopped.process.returncode != 0 and list(stopped.failures()) == ["api-down"]
+    assert_tried_within_budget(stopped.failures()["api-down"])
     assert "ocp-b" not in stopped.recap()
 
 

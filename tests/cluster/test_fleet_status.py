@@ -13,7 +13,7 @@ import yaml
 
 from gpu_fleet import FLEET_LABEL, REGISTRY, RHCOS_416
 from localcluster import controlplane
-from playbook import COLLECTIONS
+from playbook import COLLECTIONS, UNREACHABLE_RETRY_SECONDS, assert_tried_within_budget
 
 FLEET_TASK = "Print the status table of every cluster and a summary line per cluster"
 SINGLE_TASK = "Print the status table"
@@ -112,7 +112,8 @@ def test_status_over_two_clusters_then_with_one_down(cluster, kubernetes_cluster
     down = yaml.safe_load(open(cluster.kubeconfig))
     down["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:%d" % controlplane.free_port()
     (tmp_path / "down.kubeconfig").write_text(yaml.safe_dump(down))
-    hosts = {"ocp-a": hosts["ocp-a"], "down": {"gpu_cluster_kubeconfig": str(tmp_path / "down.kubeconfig")},
+    hosts = {"ocp-a": hosts["ocp-a"], "down": {"gpu_cluster_kubeconfig": str(tmp_path / "down.kubeconfig"),
+                                               "gpu_cluster_api_retry_seconds": UNREACHABLE_RETRY_SECONDS},
              "k8s-b": hosts["k8s-b"]}
     process, report, tasks = run_status(tmp_path, hosts, namespace)
     assert process.returncode == 2, (process.stdout[-3000:], process.stderr[-3000:])
@@ -122,6 +123,7 @@ def test_status_over_two_clusters_then_with_one_down(cluster, kubernetes_cluster
                                                          ["k8s-b", k8s_gpu]]
     error = report["global_custom_stats"]["gpu_fleet_status"]["down"]["error"]
     assert "cannot reach the API server" in error, error
+    assert_tried_within_budget(error)
     assert lines[5].startswith("ocp-a: 3 GPU nodes, 0 ready") and lines[7].startswith("k8s-b: 1 GPU node, 0 ready")
     assert lines[6] == "down: status read FAILED: " + error
     assert lines[8] == "GPU stack NOT ready on ocp-a, down (status read failed), k8s-b"

@@ -10,6 +10,7 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import api_exception
 
+from ansible_collections.accelerators.gpu.plugins.module_utils import api_retry
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import (
     NODE_INFO, NODE_METADATA, POD_CELLS, POD_READINESS, APIError, ClusterAPI, TaskError, _count_requests, apply_body,
     node_from_table_row, pod_from_table_row)
@@ -71,8 +72,9 @@ class DynamicClient:
 
 
 class Module:
-    def __init__(self, check_mode=False):
+    def __init__(self, check_mode=False, api_retry_seconds=api_retry.RETRY_SECONDS):
         self.check_mode = check_mode
+        self.params = {'api_retry_seconds': api_retry_seconds}
         self.warnings = []
 
     def warn(self, message):
@@ -466,6 +468,24 @@ def test_an_api_server_that_cannot_be_reached_as_the_client_is_created_is_a_task
         ClusterAPI(Module(False), clock=clock, sleep=clock.sleep)
 
 
+@pytest.mark.parametrize('budget, tries, seconds', [(10, 5, 7.5), (0, 1, None)])
+def test_api_retry_seconds_bounds_the_tries_of_an_api_server_that_cannot_be_reached(monkeypatch, budget, tries, seconds):
+    def unreachable(module):
+        raise urllib3.exceptions.MaxRetryError(None, '/version', 'Connection refused')
+    monkeypatch.setattr(k8s_client, 'get_api_client', unreachable)
+    clock = Clock()
+    with pytest.raises(TaskError) as error:
+        ClusterAPI(Module(False, api_retry_seconds=budget), clock=clock, sleep=clock.sleep)
+    assert len(clock.slept) == tries - 1 and sum(clock.slept) <= budget
+    assert str(error.value).endswith(' (tried %d times in %.1f s)' % (tries, seconds) if seconds else "(Caused by 'Connection refused')")
+
+
+def test_a_negative_api_retry_seconds_is_refused_before_any_request(monkeypatch):
+    monkeypatch.setattr(k8s_client, 'get_api_client', lambda module: pytest.fail('a request was sent'))
+    with pytest.raises(TaskError, match=r'^api_retry_seconds is -1: the seconds a request is tried for are 0 or more$'):
+        ClusterAPI(Module(False, api_retry_seconds=-1))
+
+
 def test_a_client_created_after_refused_connections_says_so(monkeypatch):
     tries = []
 
@@ -505,10 +525,10 @@ REFUSED_ERROR = urllib3.exceptions.MaxRetryError(None, '/api', urllib3.exception
     None, 'Failed to establish a new connection: [Errno 111] Connection refused'))
 
 
-def retrying_api(monkeypatch, answers):
+def retrying_api(monkeypatch, answers, api_retry_seconds=api_retry.RETRY_SECONDS):
     clock = Clock()
     monkeypatch.setattr(k8s_client, 'get_api_client', lambda module: type('K8SClient', (), {'client': DynamicClient(answers)}))
-    return ClusterAPI(Module(False), clock=clock, sleep=clock.sleep), clock
+    return ClusterAPI(Module(False, api_retry_seconds), clock=clock, sleep=clock.sleep), clock
 
 
 def test_a_read_is_retried_through_503s_and_resets_with_backoff_and_said_once(monkeypatch):
@@ -536,6 +556,19 @@ def test_a_request_that_outlasts_its_retries_fails_saying_how_long_it_tried_and_
     assert (raised.value.status, raised.value.fault, api.given_up) == (503, '503', 1)
     with api.deadline(10):
         with pytest.raises(APIError, match=r'tried 5 times in 7.5 s'):
+            api.read_node('a')
+
+
+def test_api_retry_seconds_is_each_requests_budget_and_a_wait_cuts_it_shorter(monkeypatch):
+    api, clock = retrying_api(monkeypatch, {('GET', '/api/v1/nodes/a'): failing(*[UNAVAILABLE] * 100)},
+                              api_retry_seconds=3)
+    with pytest.raises(APIError, match=r'HTTP 503: .* \(tried 3 times in 1.5 s\)$'):
+        api.read_node('a')
+    with api.deadline(1):
+        with pytest.raises(APIError, match=r'\(tried 2 times in 0.5 s\)$'):
+            api.read_node('a')
+    with api.deadline(60):
+        with pytest.raises(APIError, match=r'\(tried 3 times in 1.5 s\)$'):
             api.read_node('a')
 
 
