@@ -9,6 +9,8 @@ piped into its interpreter goes to the worker, kubernetes.core's too (from=conne
 """
 
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -19,9 +21,40 @@ from conftest import wait_for
 from playbook import COLLECTIONS, findings, play, run
 
 
+# The socket directories worker_env made for the test that runs.
+RUNTIME_DIRS = []
+
+
+@pytest.fixture(autouse=True)
+def stop_workers_and_remove_their_directories():
+    yield
+    while RUNTIME_DIRS:
+        runtime = RUNTIME_DIRS.pop()
+        for pid in workers_in(runtime):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def workers_in(runtime):
+    """The pids of the workers started in a socket directory: a worker's command line names its file, kept there."""
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as cmdline:
+                if (runtime + "/").encode() in cmdline.read():
+                    pids.append(int(pid))
+        except OSError:
+            pass
+    return pids
+
+
 def worker_env(tmp_path, **extra):
     # A short directory: a socket path must fit in an AF_UNIX address, which pytest's tmp_path may not.
     runtime = tempfile.mkdtemp(prefix="agw-", dir="/tmp")
+    RUNTIME_DIRS.append(runtime)
     (tmp_path / "run").symlink_to(runtime)
     return dict(XDG_RUNTIME_DIR=runtime, ACCELERATORS_GPU_WORKER_LOG=str(tmp_path / "worker.log"), **extra)
 
