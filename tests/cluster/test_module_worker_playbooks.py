@@ -21,21 +21,21 @@ from conftest import wait_for
 from playbook import COLLECTIONS, findings, play, run
 
 
-# The socket directories worker_env made for the test that runs.
-RUNTIME_DIRS = []
-
-
-@pytest.fixture(autouse=True)
-def stop_workers_and_remove_their_directories():
-    yield
-    while RUNTIME_DIRS:
-        runtime = RUNTIME_DIRS.pop()
-        for pid in workers_in(runtime):
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        shutil.rmtree(runtime, ignore_errors=True)
+@pytest.fixture
+def worker_env(tmp_path):
+    """The environment of the test's plays, worker_env(**extra): a socket directory of its own (XDG_RUNTIME_DIR) and a
+    request log. At the test's end the workers started there stop, and it goes."""
+    # A short directory: a socket path must fit in an AF_UNIX address, which pytest's tmp_path may not.
+    runtime = tempfile.mkdtemp(prefix="agw-", dir="/tmp")
+    (tmp_path / "run").symlink_to(runtime)
+    yield lambda **extra: dict(XDG_RUNTIME_DIR=runtime, ACCELERATORS_GPU_WORKER_LOG=str(tmp_path / "worker.log"),
+                               **extra)
+    for pid in workers_in(runtime):
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    shutil.rmtree(runtime, ignore_errors=True)
 
 
 def workers_in(runtime):
@@ -49,14 +49,6 @@ def workers_in(runtime):
         except OSError:
             pass
     return pids
-
-
-def worker_env(tmp_path, **extra):
-    # A short directory: a socket path must fit in an AF_UNIX address, which pytest's tmp_path may not.
-    runtime = tempfile.mkdtemp(prefix="agw-", dir="/tmp")
-    RUNTIME_DIRS.append(runtime)
-    (tmp_path / "run").symlink_to(runtime)
-    return dict(XDG_RUNTIME_DIR=runtime, ACCELERATORS_GPU_WORKER_LOG=str(tmp_path / "worker.log"), **extra)
 
 
 def served(tmp_path):
@@ -87,8 +79,8 @@ class OnlyKubeconfig:
         self.env["KUBECONFIG"] = kubeconfig
 
 
-def test_the_first_run_starts_a_worker_that_serves_the_next_runs_each_with_its_own_environment(cluster, tmp_path):
-    env = worker_env(tmp_path, ACCELERATORS_GPU_WORKER_IDLE="60")
+def test_the_first_run_starts_a_worker_that_serves_the_next_runs_each_with_its_own_environment(cluster, tmp_path, worker_env):
+    env = worker_env(ACCELERATORS_GPU_WORKER_IDLE="60")
     args = {"namespace": "default"}
     first = run(cluster, "accelerators.gpu.cluster_facts", args, extra_env=env)
     assert not first.get("failed"), first
@@ -118,8 +110,8 @@ def test_the_first_run_starts_a_worker_that_serves_the_next_runs_each_with_its_o
     assert findings(second) == findings(first)
 
 
-def test_check_mode_and_diff_reach_the_module_in_the_worker(cluster, tmp_path):
-    env = worker_env(tmp_path)
+def test_check_mode_and_diff_reach_the_module_in_the_worker(cluster, tmp_path, worker_env):
+    env = worker_env()
     name = "worker-check-%d" % os.getpid()
     config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"},
                   "data": {"key": "value"}}
@@ -135,8 +127,8 @@ def test_check_mode_and_diff_reach_the_module_in_the_worker(cluster, tmp_path):
 
 @pytest.mark.parametrize("options", [{"async": 60, "poll": 1}, {"become": True, "become_method": "su"}],
                          ids=["async", "become"])
-def test_an_async_or_become_task_runs_a_module_process_that_the_worker_serves(cluster, tmp_path, options):
-    env = worker_env(tmp_path)
+def test_an_async_or_become_task_runs_a_module_process_that_the_worker_serves(cluster, tmp_path, worker_env, options):
+    env = worker_env()
     until_served(cluster, tmp_path, env)
     count = len(served(tmp_path))
     result = run(cluster, "accelerators.gpu.cluster_facts", {"namespace": "default"}, extra_env=env,
@@ -145,18 +137,18 @@ def test_an_async_or_become_task_runs_a_module_process_that_the_worker_serves(cl
     assert [request["from"] for request in served(tmp_path)[count:]] == ["module"], result
 
 
-def test_a_module_runs_in_its_own_process_when_the_worker_is_off(cluster, tmp_path):
-    env = worker_env(tmp_path, ACCELERATORS_GPU_WORKER="off")
+def test_a_module_runs_in_its_own_process_when_the_worker_is_off(cluster, tmp_path, worker_env):
+    env = worker_env(ACCELERATORS_GPU_WORKER="off")
     results = [run(cluster, "accelerators.gpu.cluster_facts", {"namespace": "default"}, extra_env=env)
                for attempt in ("first", "second")]
     assert not any(result.get("failed") for result in results), results
     assert served(tmp_path) == [] and sockets(tmp_path) == []
 
 
-def test_an_idle_worker_exits(cluster, tmp_path):
+def test_an_idle_worker_exits(cluster, tmp_path, worker_env):
     # Idle long enough to outlast the start of the next ansible-playbook on a busy machine: until_served needs the
     # worker the first run started to be up for the second.
-    env = worker_env(tmp_path, ACCELERATORS_GPU_WORKER_IDLE="10")
+    env = worker_env(ACCELERATORS_GPU_WORKER_IDLE="10")
     until_served(cluster, tmp_path, env)
     wait_for(lambda: not sockets(tmp_path), timeout=60, message="the idle worker to exit")
 
@@ -181,8 +173,8 @@ def collection_with_a_broken_worker(tmp_path):
     return str(copy.parent.parent.parent)
 
 
-def test_an_action_broken_on_purpose_falls_back_to_ansibles_own_run_and_says_so_once(cluster, tmp_path):
-    worker = worker_env(tmp_path)
+def test_an_action_broken_on_purpose_falls_back_to_ansibles_own_run_and_says_so_once(cluster, tmp_path, worker_env):
+    worker = worker_env()
     env = dict(cluster.env, ANSIBLE_COLLECTIONS_PATH=collection_with_a_broken_worker(tmp_path),
                ANSIBLE_PYTHON_INTERPRETER=sys.executable, ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_NOCOLOR="true",
                **worker)
@@ -200,8 +192,8 @@ def test_an_action_broken_on_purpose_falls_back_to_ansibles_own_run_and_says_so_
     assert all(request["from"] == "module" for request in served(tmp_path)), served(tmp_path)
 
 
-def test_the_collections_connection_runs_kubernetes_cores_modules_in_the_worker(cluster, tmp_path):
-    env = worker_env(tmp_path)
+def test_the_collections_connection_runs_kubernetes_cores_modules_in_the_worker(cluster, tmp_path, worker_env):
+    env = worker_env()
     name = "worker-connection-%d" % os.getpid()
     config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"},
                   "data": {"key": "value"}}
