@@ -34,7 +34,8 @@ import time
 from ansible.module_utils.basic import env_fallback
 from ansible_collections.accelerators.gpu.plugins.module_utils.dtk import (
     DTK_IMAGESTREAM, DTK_NAMESPACE, NOT_OPENSHIFT, STREAM_MISSING)
-from ansible_collections.accelerators.gpu.plugins.module_utils import api_retry, kube_protobuf, module_worker
+from ansible_collections.accelerators.gpu.plugins.module_utils import api_retry, kube_protobuf
+from ansible_collections.accelerators.gpu.plugins.module_utils.runner import worker as module_worker
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException

@@ -10,7 +10,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import NODE_INFO, APIError, TaskError
-from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import (
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver.plan import (
     COMPONENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, PlanError, desired_driver_daemonsets, is_subset,
     nodes_left_without_driver, plan_driver_changes)
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_upgrade import IN_PROGRESS, STATE_LABEL

@@ -25,7 +25,7 @@ from urllib.error import HTTPError, URLError
 from urllib.parse import urlencode
 from urllib.request import HTTPSHandler, Request, build_opener
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import (
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver.plan import (
     os_tag, precompiled_image, prepared_kernels)
 from ansible_collections.accelerators.gpu.plugins.module_utils.mirrors import parse_image_reference, pull_candidates
 

@@ -4,7 +4,7 @@
 as any module does, except that on this host (connection local, no become, not async) the module worker runs the
 AnsiballZ wrapper Ansible would have piped into a new interpreter. The result is the same; no module process starts
 (about 0.25 s of a Python start and of importing ansible.module_utils from the payload, each task). See
-plugins/module_utils/module_worker.py.
+plugins/module_utils/runner/worker.py.
 
 Only public interfaces of ansible-core are changed, and only for the task's run: the connection's `pipelining` option
 (so that Ansible hands the wrapper over whole, as it would pipe it) and its `exec_command`, the connection plugins'
@@ -25,7 +25,7 @@ import shlex
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action.normal import ActionModule as NormalAction
 from ansible.utils.display import Display
-from ansible_collections.accelerators.gpu.plugins.module_utils import module_worker
+from ansible_collections.accelerators.gpu.plugins.module_utils.runner import worker as module_worker
 
 display = Display()
 

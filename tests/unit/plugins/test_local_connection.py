@@ -16,7 +16,7 @@ import pytest
 from ansible.playbook.play_context import PlayContext
 from ansible.plugins.connection.local import Connection as BuiltinLocal
 from ansible_collections.accelerators.gpu.plugins.connection.local import Connection
-from ansible_collections.accelerators.gpu.plugins.module_utils import module_worker
+from ansible_collections.accelerators.gpu.plugins.module_utils.runner import worker as module_worker
 from ansible_collections.accelerators.gpu.plugins.plugin_utils import worker_action
 
 WRAPPER = (b"#!/venv/bin/python3\n_ANSIBALLZ_WRAPPER = True\n"

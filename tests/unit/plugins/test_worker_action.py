@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from ansible_collections.accelerators.gpu.plugins.module_utils import module_worker
+from ansible_collections.accelerators.gpu.plugins.module_utils.runner import worker as module_worker
 from ansible_collections.accelerators.gpu.plugins.plugin_utils import worker_action
 
 WRAPPER = b'#!/usr/bin/python3\nprint("module")\n'

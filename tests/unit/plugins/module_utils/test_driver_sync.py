@@ -4,7 +4,7 @@
 import pytest
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import APIError, TaskError
-from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import desired_driver_daemonsets
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver.plan import desired_driver_daemonsets
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_sync import (
     given_dtk_images, given_node_facts, run)
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import node_facts

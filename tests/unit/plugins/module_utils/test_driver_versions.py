@@ -3,7 +3,7 @@
 
 import pytest
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import desired_driver_daemonsets
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver.plan import desired_driver_daemonsets
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_versions import (
     downgrade_refusal, driver_downgrades, image_driver_version, is_older, label_driver_version)
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import node_facts

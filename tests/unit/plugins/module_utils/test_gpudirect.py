@@ -5,12 +5,12 @@ transforms (controllers/object_controls.go)."""
 
 import pytest
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import (
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver.plan import (
     PlanError, desired_driver_daemonsets, is_subset, plan_driver_changes)
 from ansible_collections.accelerators.gpu.plugins.module_utils.gpudirect import side_image
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.nodes import (
     rhcos_node, ubuntu_node)
-from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.test_driver_plan import (
+from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.driver.test_driver_plan import (
     DTK, SPEC, container, facts_of, server_applied)
 
 MANAGER = {'image': 'nvcr.io/nvidia/cloud-native/k8s-driver-manager:v0.8.1', 'env': []}

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import PlanError, desired_driver_daemonsets
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver.plan import PlanError, desired_driver_daemonsets
 from ansible_collections.accelerators.gpu.plugins.module_utils.mirrors import mirror_rules
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import node_facts
 from ansible_collections.accelerators.gpu.plugins.module_utils.registry import (

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.accelerators.gpu.plugins.module_utils import module_worker
+from ansible_collections.accelerators.gpu.plugins.module_utils.runner import worker as module_worker
 
 
 def test_a_worker_is_named_by_interpreter_import_path_packages_and_protocol():

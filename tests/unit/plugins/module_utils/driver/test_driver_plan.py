@@ -5,7 +5,7 @@ import copy
 
 import pytest
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import (
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver.plan import (
     DTK_SIDECAR_SCRIPT, PREPARED_ANNOTATION, PlanError, desired_driver_daemonsets, driver_daemonset_name, is_subset,
     nodes_left_without_driver, os_tag, plan_driver_changes, precompiled_daemonset_name, precompiled_image,
     sanitize_kernel_for_name)
