@@ -7,7 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.readiness import selector_string
+from ansible_collections.accelerators.gpu.plugins.module_utils.operands.waiter import selector_string
 
 
 def label_selector(labels):

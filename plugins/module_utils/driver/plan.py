@@ -15,12 +15,12 @@ import copy
 import re
 from fractions import Fraction
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.applied_fields import applied_fields, dropped_fields
-from ansible_collections.accelerators.gpu.plugins.module_utils.gpudirect import GPUDirectError, apply_gpudirect
-from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import (
+from ..k8s.applied_fields import applied_fields, dropped_fields
+from .gpudirect import GPUDirectError, apply_gpudirect
+from ..nodes.facts import (
     DEPLOY_LABEL_PREFIX, KERNEL_LABEL, OPERANDS_SWITCH, OS_RELEASE_PREFIX, OSTREE_LABEL, is_valid_label_value,
     sanitize_label_value)
-from ansible_collections.accelerators.gpu.plugins.module_utils.proxy import trusted_ca_volume
+from ..cluster.proxy import trusted_ca_volume
 
 MODES = ('rhcos', 'kernel', 'single')
 DRIVER_DAEMONSET = 'nvidia-driver-daemonset'

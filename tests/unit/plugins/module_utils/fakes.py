@@ -6,7 +6,7 @@ import contextlib
 import copy
 import re
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import (
+from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.client import (
     NODE_FULL, NODE_INFO, NODE_METADATA, APIError, node_from_table_row)
 
 # The columns of the API server's Node Table, and a row as its node printer fills them (cells of a Table read

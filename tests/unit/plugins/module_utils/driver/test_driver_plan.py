@@ -9,8 +9,8 @@ from ansible_collections.accelerators.gpu.plugins.module_utils.driver.plan impor
     DTK_SIDECAR_SCRIPT, PREPARED_ANNOTATION, PlanError, desired_driver_daemonsets, driver_daemonset_name, is_subset,
     nodes_left_without_driver, os_tag, plan_driver_changes, precompiled_daemonset_name, precompiled_image,
     sanitize_kernel_for_name)
-from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import node_facts
-from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.nodes import (
+from ansible_collections.accelerators.gpu.plugins.module_utils.nodes.facts import node_facts
+from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.node_dicts import (
     KERNEL, KERNEL_416, KERNEL_418, OSTREE, RHCOS_416, RHCOS_418, layered_rhcos_node, rhcos_node, ubuntu_node)
 
 DTK_416 = 'quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:' + 'a' * 64
