@@ -11,7 +11,7 @@ __metaclass__ = type
 
 import re
 
-from ..k8s.client import NODE_INFO, NODE_LABELS
+from ..k8s.views import NODE_INFO, NODE_LABELS
 from .proxy import proxy_configured
 
 CLUSTER_VERSION = '/apis/config.openshift.io/v1/clusterversions/version'

@@ -2,14 +2,15 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The driver_daemonsets module's work: bring the driver DaemonSets in line with driver_plan's plan.
 
-run() takes the module and a cluster_api.ClusterAPI (or any object with the same methods).
+run() takes the module and a k8s.api.ClusterAPI (or any object with the same methods).
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ..k8s.client import NODE_INFO, APIError, TaskError
+from ..k8s.errors import APIError, TaskError
+from ..k8s.views import NODE_INFO
 from .plan import (
     COMPONENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, PlanError, desired_driver_daemonsets, is_subset,
     nodes_left_without_driver, plan_driver_changes)
@@ -17,7 +18,7 @@ from .upgrade_plan import IN_PROGRESS, STATE_LABEL
 from .versions import driver_downgrades, downgrade_refusal
 from .dtk_image_lookup import dtk_images_as_pulled
 from ..registry.image_list import pod_template_images
-from ..registry.mirrors import mirror_rules
+from ..registry.mirrors import list_mirror_sets, mirror_rules
 from ..nodes.facts import node_facts
 from ..operands.wait import wait_for_operands, wait_params
 from ..operands.waiter import daemonset_state
@@ -146,7 +147,7 @@ def _checked_precompiled(api, spec, facts_list, check, prepare_versions):
     names = check['pull_secrets'] if check['pull_secrets'] is not None else spec.get('image_pull_secrets') or []
     configs = [docker_config_from_secret(api.read_secret(spec['namespace'], name)) for name in names]
     client = RegistryClient(urllib_transport(check['ca_file'], check['validate_certs'], check['timeout']), configs,
-                            mirror_rules(**api.list_mirror_sets()))
+                            mirror_rules(**list_mirror_sets(api)))
     return precompiled_available(spec, facts_list, client, prepare_versions)
 
 

@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Pure functions reading the OpenShift Driver Toolkit (DTK) ImageStream openshift/driver-toolkit."""
+"""The OpenShift Driver Toolkit (DTK) ImageStream openshift/driver-toolkit: read from the cluster
+(read_dtk_imagestream), and pure functions resolving the DTK image of each RHCOS version from it."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -15,6 +16,7 @@ PLACEHOLDER_TAG = '0.0.1-snapshot-machine-os'
 # The payload template's image, left in place when `oc adm release new` did not substitute it.
 PLACEHOLDER_IMAGE_MARK = 'image-reference-placeholder'
 BROKEN_STREAM_FIX = 'oc delete imagestream %s -n %s' % (DTK_IMAGESTREAM, DTK_NAMESPACE)
+DTK_IMAGESTREAM_PATH = '/apis/image.openshift.io/v1/namespaces/%s/imagestreams/%s' % (DTK_NAMESPACE, DTK_IMAGESTREAM)
 # Why the image stream could not be read (resolve_dtk_images' stream_absence).
 NOT_OPENSHIFT = 'not-openshift'
 STREAM_MISSING = 'missing'
@@ -150,3 +152,13 @@ def resolve_dtk_images(imagestream, versions, overrides=None, stream_absence=Non
         else:
             result['versions'][version] = _resolve(version, parsed)
     return result
+
+
+def read_dtk_imagestream(api):
+    """(the ImageStream openshift/driver-toolkit, None), or (None, why it is absent); api: a k8s.api.ClusterAPI.
+
+    Why: NOT_OPENSHIFT when the API server does not serve image.openshift.io, STREAM_MISSING when it does but
+    the stream does not exist.
+    """
+    stream, served = api.read_optional(DTK_IMAGESTREAM_PATH)
+    return stream, None if stream else STREAM_MISSING if served else NOT_OPENSHIFT

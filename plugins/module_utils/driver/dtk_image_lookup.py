@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The dtk_image_lookup module's work: DTK image per RHCOS version, as each node will pull it.
 
-run() takes the module and a cluster_api.ClusterAPI (or any object with the same methods).
+run() takes the module and a k8s.api.ClusterAPI (or any object with the same methods).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -11,9 +11,9 @@ __metaclass__ = type
 
 import json
 
-from ..k8s.client import TaskError
-from .dtk import resolve_dtk_images
-from ..registry.mirrors import mirror_rules, pull_candidates
+from ..k8s.errors import TaskError
+from .dtk import read_dtk_imagestream, resolve_dtk_images
+from ..registry.mirrors import list_mirror_sets, mirror_rules, pull_candidates
 
 # The release payload's component whose image is the Driver Toolkit of the release's RHCOS build.
 DTK_COMPONENT = 'driver-toolkit'
@@ -79,9 +79,9 @@ def dtk_images_as_pulled(api, versions, overrides=None, apply_mirrors=True):
     """{images, unresolved, problems, notes, mirror_rules}: the DTK image of each RHCOS version from the
     openshift/driver-toolkit image stream (or overrides), with the references a node pulls through the cluster's
     mirror rules; an image no rule lets a node pull is a problem, as is a stream entry that cannot be used."""
-    imagestream, absence = api.read_dtk_imagestream()
+    imagestream, absence = read_dtk_imagestream(api)
     resolved = resolve_dtk_images(imagestream, versions, overrides, absence)
-    rules = mirror_rules(**api.list_mirror_sets()) if apply_mirrors else []
+    rules = mirror_rules(**list_mirror_sets(api)) if apply_mirrors else []
     problems = list(resolved['problems'])
     images = {}
     for version, entry in resolved['versions'].items():

@@ -11,7 +11,7 @@ import time
 
 from .. import dra
 from . import upgrade_plan
-from ..k8s.client import APIError, TaskError
+from ..k8s.errors import APIError, TaskError
 from .daemonsets import MANAGED_DRIVERS_SELECTOR
 from ..upgrade.gpu_workload_eviction import (
     drain_plan, eviction_plan, evict_until_gone)

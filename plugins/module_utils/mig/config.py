@@ -23,7 +23,7 @@ __metaclass__ = type
 import functools
 import time
 
-from ..k8s.client import TaskError
+from ..k8s.errors import TaskError
 from ..dra import API as RESOURCE_API, DRIVER, published_kinds
 from ..nodes.facts import DEPLOY_LABEL_PREFIX, DEVICE_PLUGIN, DRA_DRIVER
 from ..operands.waiter import Lost
@@ -106,7 +106,7 @@ def node_gpus(node):
 
 
 def node_layouts(node, config, layout):
-    """What the layout makes of each of the node's GPUs (mig_parted.gpu_layouts); advertised_resources of it is what
+    """What the layout makes of each of the node's GPUs (parted.gpu_layouts); advertised_resources of it is what
     the node advertises once the layout is applied, under a MIG strategy."""
     count, device = node_gpus(node)
     return gpu_layouts(config, layout, count, device)
@@ -114,7 +114,7 @@ def node_layouts(node, config, layout):
 
 def expected_devices(node, layouts, strategy):
     """What the node serves once its GPUs have layouts: on a DRA node the devices its ResourceSlice publishes
-    (mig_parted.dra_devices), elsewhere the resources it advertises under the MIG strategy."""
+    (parted.dra_devices), elsewhere the resources it advertises under the MIG strategy."""
     return dra_devices(layouts) if in_dra_mode(node) else advertised_resources(layouts, strategy)
 
 

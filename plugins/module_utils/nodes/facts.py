@@ -26,7 +26,7 @@ OS_RELEASE_PREFIX = NFD_PREFIX + 'system-os_release.'
 OSTREE_LABEL = OS_RELEASE_PREFIX + 'OSTREE_VERSION'
 
 GPU_PRESENT_LABEL = 'nvidia.com/gpu.present'
-# Written by the driver rollout (driver_upgrade.STATE_LABEL), removed with the stack.
+# Written by the driver rollout (driver.upgrade_plan.STATE_LABEL), removed with the stack.
 DRIVER_UPGRADE_STATE_LABEL = 'nvidia.com/gpu-driver-upgrade-state'
 DEPLOY_LABEL_PREFIX = 'nvidia.com/gpu.deploy.'
 OPERANDS_SWITCH = 'operands'

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The nfd_labels module's work: node facts from NFD labels, waiting for NFD, GPU node labels.
 
-run() takes the module and a cluster_api.ClusterAPI (or any object with the same methods).
+run() takes the module and a k8s.api.ClusterAPI (or any object with the same methods).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -11,7 +11,8 @@ __metaclass__ = type
 
 import time
 
-from ..k8s.client import NODE_INFO, APIError, TaskError
+from ..k8s.errors import APIError, TaskError
+from ..k8s.views import NODE_INFO
 from .facts import (
     NFD_PREFIX, OPERANDS, group_nodes, mode_switch, node_facts, plan_gpu_node_labels)
 from ..operands.waiter import Lost
@@ -20,7 +21,7 @@ from ..operands.waiter import Lost
 LABEL_PATCH_ATTEMPTS = 3
 
 
-# The Node Table (cluster_api.NODE_INFO) carries neither spec.taints nor status.allocatable: the nodes without NFD
+# The Node Table (k8s.views.NODE_INFO) carries neither spec.taints nor status.allocatable: the nodes without NFD
 # labels, whose taints decide whether waiting for NFD waits for them and whose allocatable GPUs tell a GPU node NFD
 # missed, are read again in full. One GET each while they are at most one in FULL_READ_RATIO of the selected nodes;
 # more, and one list of the full selected nodes. A GET costs what about three more Nodes in a full list cost

@@ -8,7 +8,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ..k8s.client import APIError, TaskError, describe
+from ..k8s.client import describe
+from ..k8s.errors import APIError, TaskError
 
 # Set by the API server on writes, or by controllers (status): never declared by a manifest.
 SERVER_METADATA = ('managedFields', 'resourceVersion', 'generation')

@@ -8,7 +8,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from . import waiter
-from ..k8s.client import NODE_FULL, NODE_METADATA, APIError, TaskError
+from ..k8s.errors import APIError, TaskError
+from ..k8s.views import NODE_FULL, NODE_METADATA
 from .validation import check_label_selector, validation_plan
 
 # What can be waited for, and the options of a wait (doc fragment accelerators.gpu.operand_wait, which documents

@@ -754,7 +754,7 @@ class Lost(object):
 
     def attempt(self, api, read, deadline):
         """(True, read()) with the requests of read() retried until deadline (the clock's) at most; (False, None)
-        when the API server was out of reach (an error with a fault, cluster_api.APIError's); any other error
+        when the API server was out of reach (an error with a fault, k8s.errors.APIError's); any other error
         raised."""
         before = self.clock()
         try:

@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Pure functions applying OpenShift image mirror rules as a node would.
+"""OpenShift image mirror rules: the cluster's mirror sets (list_mirror_sets), and pure functions applying their
+rules as a node would.
 
 Rules come from ImageDigestMirrorSet / ImageTagMirrorSet (config.openshift.io/v1) and the deprecated
 ImageContentSourcePolicy (operator.openshift.io/v1alpha1). The machine-config operator writes one
@@ -13,6 +14,14 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ..k8s.errors import APIError
+
+# ImageDigestMirrorSet, ImageTagMirrorSet, ImageContentSourcePolicy, by their mirror_rules() argument
+MIRROR_SET_PATHS = (
+    ('idms', '/apis/config.openshift.io/v1/imagedigestmirrorsets'),
+    ('itms', '/apis/config.openshift.io/v1/imagetagmirrorsets'),
+    ('icsp', '/apis/operator.openshift.io/v1alpha1/imagecontentsourcepolicies'),
+)
 _RULE_FIELDS = (
     ('ImageDigestMirrorSet', 'imageDigestMirrors', 'digest'),
     ('ImageTagMirrorSet', 'imageTagMirrors', 'tag'),
@@ -108,3 +117,17 @@ def pull_candidates(image_ref, rules):
     if not any(rule['never_contact_source'] for rule in entry):
         candidates.append(name + suffix)
     return candidates
+
+
+def list_mirror_sets(api):
+    """{'idms': [...], 'itms': [...], 'icsp': [...]}: the cluster's mirror set objects, [] for an absent API (api: a
+    k8s.api.ClusterAPI)."""
+    found = {}
+    for argument, path in MIRROR_SET_PATHS:
+        try:
+            found[argument] = api.list_items(path)
+        except APIError as error:
+            if error.status != 404:
+                raise
+            found[argument] = []
+    return found

@@ -2,15 +2,15 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The per-node status table of the GPU stack, and the stack_status module's work: reading what it shows.
 
-run() takes the module and a cluster_api.ClusterAPI (or any object with the same methods); the rest is pure.
+run() takes the module and a k8s.api.ClusterAPI (or any object with the same methods); the rest is pure.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ..k8s.client import (
-    NODE_FULL, POD_CELLS, POD_FULL, POD_READINESS, APIError)
+from ..k8s.errors import APIError
+from ..k8s.views import NODE_FULL, POD_CELLS, POD_FULL, POD_READINESS
 from ..dra import (
     API as RESOURCE_API, DRIVER as DRA_DRIVER, allocation_results, asks_for_gpus, claim_names, exclusive_gpus,
     published_devices)
@@ -61,7 +61,7 @@ HEADERS = (('node', 'NODE'), ('gpus', 'GPUS'), ('product', 'PRODUCT'), ('memory'
 
 def pod_readiness(pod):
     """'ready', or why not: the first waiting or terminated reason of its containers, else its phase. A pod read in
-    cluster_api's POD_READINESS view has no container statuses: its Ready condition says it, else its reason (the
+    ClusterAPI's POD_READINESS view has no container statuses: its Ready condition says it, else its reason (the
     Table's Status, as kubectl get pods shows it)."""
     status = pod.get('status') or {}
     containers = (status.get('initContainerStatuses') or []) + (status.get('containerStatuses') or [])

@@ -13,7 +13,7 @@ __metaclass__ = type
 import functools
 import time
 
-from ..k8s.client import APIError, TaskError
+from ..k8s.errors import APIError, TaskError
 from ..dra import API as RESOURCE_API, claim_key, holds_gpus, uses_any
 from ..operands.waiter import Lost
 

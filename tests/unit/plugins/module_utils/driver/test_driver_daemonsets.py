@@ -3,7 +3,7 @@
 
 import pytest
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.client import APIError, TaskError
+from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.errors import APIError, TaskError
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver.plan import desired_driver_daemonsets
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver.daemonsets import (
     given_dtk_images, given_node_facts, run)

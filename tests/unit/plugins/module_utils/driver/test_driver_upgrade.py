@@ -9,7 +9,7 @@ import copy
 import pytest
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver import upgrade_plan as du
-from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.client import APIError, TaskError
+from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.errors import APIError, TaskError
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver.upgrade import Rollout
 from ansible_collections.accelerators.gpu.plugins.module_utils.upgrade.gpu_workload_eviction import drain_plan
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.fakes import Deadlines, FakeModule

@@ -1,8 +1,15 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
+import json
+
+import pytest
+
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver.dtk import (
-    NOT_OPENSHIFT, STREAM_MISSING, dtk_tags, resolve_dtk_images)
+    NOT_OPENSHIFT, STREAM_MISSING, dtk_tags, read_dtk_imagestream, resolve_dtk_images)
+from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.errors import APIError
+from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.k8s.test_client import (
+    NOT_FOUND_OBJECT, DynamicClient, make_api)
 
 ART = 'quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:'
 IMG_416 = ART + 'a' * 64
@@ -149,3 +156,16 @@ def test_placeholder_stream_marks_versions_placeholder():
     entry = result['versions']['418.94.202509100653-0']
     assert entry['status'] == 'placeholder'
     assert '0.0.1-snapshot-machine-os' in entry['message'] and 'bad' in entry['message']
+
+
+def test_dtk_stream_absence_is_told_apart(monkeypatch):
+    path = '/apis/image.openshift.io/v1/namespaces/openshift/imagestreams/driver-toolkit'
+
+    def read(answer):
+        return read_dtk_imagestream(make_api(monkeypatch, DynamicClient({('GET', path): answer})))
+    assert read((404, json.dumps(NOT_FOUND_OBJECT))) == (None, STREAM_MISSING)
+    assert read((404, '404 page not found\n')) == (None, NOT_OPENSHIFT)
+    assert read({'kind': 'ImageStream'}) == ({'kind': 'ImageStream'}, None)
+    with pytest.raises(APIError) as error:
+        read((403, json.dumps({'message': 'imagestreams is forbidden'})))
+    assert str(error.value) == 'GET %s: HTTP 403: imagestreams is forbidden' % path

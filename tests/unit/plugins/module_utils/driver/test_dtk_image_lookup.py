@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.client import TaskError
+from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.errors import TaskError
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver.dtk import NOT_OPENSHIFT
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver.dtk_image_lookup import (
     parse_release_info, release_info_command, run)

@@ -11,10 +11,11 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import api_exception
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.k8s import retry
-from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.client import (
-    NODE_INFO, NODE_METADATA, POD_CELLS, POD_READINESS, APIError, ClusterAPI, TaskError, _count_requests, apply_body,
-    node_from_table_row, pod_from_table_row)
-from ansible_collections.accelerators.gpu.plugins.module_utils.driver.dtk import NOT_OPENSHIFT, STREAM_MISSING
+from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.api import ClusterAPI
+from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.client import _count_requests, apply_body
+from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.errors import APIError, TaskError
+from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.views import (
+    NODE_INFO, NODE_METADATA, POD_CELLS, POD_READINESS, node_from_table_row, pod_from_table_row)
 from ansible_collections.accelerators.gpu.plugins.module_utils.nodes.facts import node_facts
 from ansible_collections.accelerators.gpu.plugins.module_utils.status.stack_status import pod_readiness
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.fakes import NODE_TABLE_COLUMNS, node_table_row
@@ -126,27 +127,6 @@ def test_cyclic_gc_is_paused_while_a_list_is_read_and_back_as_it_was_after(monke
         assert gc.isenabled()
     finally:
         (gc.enable if enabled else gc.disable)()
-
-
-def test_dtk_stream_absence_is_told_apart(monkeypatch):
-    path = '/apis/image.openshift.io/v1/namespaces/openshift/imagestreams/driver-toolkit'
-
-    def read(answer):
-        return make_api(monkeypatch, DynamicClient({('GET', path): answer})).read_dtk_imagestream()
-    assert read((404, json.dumps(NOT_FOUND_OBJECT))) == (None, STREAM_MISSING)
-    assert read((404, '404 page not found\n')) == (None, NOT_OPENSHIFT)
-    assert read({'kind': 'ImageStream'}) == ({'kind': 'ImageStream'}, None)
-    with pytest.raises(APIError) as error:
-        read((403, json.dumps({'message': 'imagestreams is forbidden'})))
-    assert str(error.value) == 'GET %s: HTTP 403: imagestreams is forbidden' % path
-
-
-def test_absent_mirror_set_apis_give_empty_lists(monkeypatch):
-    api = make_api(monkeypatch, DynamicClient({
-        ('GET', '/apis/config.openshift.io/v1/imagedigestmirrorsets'): {'items': [{'kind': 'IDMS'}], 'metadata': {}},
-        ('GET', '/apis/config.openshift.io/v1/imagetagmirrorsets'): (404, '404 page not found'),
-        ('GET', '/apis/operator.openshift.io/v1alpha1/imagecontentsourcepolicies'): (404, '404 page not found')}))
-    assert api.list_mirror_sets() == {'idms': [{'kind': 'IDMS'}], 'itms': [], 'icsp': []}
 
 
 def test_writes_are_dry_runs_in_check_mode(monkeypatch):

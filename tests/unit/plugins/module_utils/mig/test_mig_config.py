@@ -6,7 +6,7 @@ node's resources, and what the uninstall removes."""
 import pytest
 import yaml
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.client import TaskError
+from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.errors import TaskError
 from ansible_collections.accelerators.gpu.plugins.module_utils.mig.config import (
     CONFIG_LABEL, MIG_MANAGER_LABELS_ANNOTATION, SET_ANNOTATION, STATE_LABEL, config_patch, layout_progress, node_layouts,
     refusals, removal_patch, run, strategy_refusal)

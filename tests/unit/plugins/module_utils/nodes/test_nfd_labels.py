@@ -3,7 +3,8 @@
 
 import pytest
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.client import NODE_FULL, NODE_INFO, TaskError
+from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.errors import TaskError
+from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.views import NODE_FULL, NODE_INFO
 from ansible_collections.accelerators.gpu.plugins.module_utils.nodes.facts import OPERANDS, node_facts
 from ansible_collections.accelerators.gpu.plugins.module_utils.nodes.nfd_labels import (
     missing_nfd, read_nodes, read_one_by_one, run, wait_for_nfd)

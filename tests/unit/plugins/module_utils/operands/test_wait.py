@@ -4,7 +4,8 @@
 import pytest
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.operands import wait as operand_wait
-from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.client import NODE_FULL, NODE_METADATA, APIError, TaskError
+from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.errors import APIError, TaskError
+from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.views import NODE_FULL, NODE_METADATA
 from ansible_collections.accelerators.gpu.plugins.module_utils.operands.wait import WAIT_ARGUMENT_SPEC, job_summary, wait_params
 from ansible_collections.accelerators.gpu.plugins.module_utils.operands.validation import validation_plan
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.fakes import Deadlines

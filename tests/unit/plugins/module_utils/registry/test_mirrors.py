@@ -4,7 +4,8 @@
 import pytest
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.registry.mirrors import (
-    mirror_rules, parse_image_reference, pull_candidates)
+    list_mirror_sets, mirror_rules, parse_image_reference, pull_candidates)
+from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.k8s.test_client import DynamicClient, make_api
 
 DIGEST = 'sha256:' + 'f' * 64
 
@@ -155,3 +156,11 @@ def test_tag_and_digest_reference_uses_digest_mirrors():
                          itms=[itms('t', entry('nvcr.io', ['tag.local']))])
     assert pull_candidates('nvcr.io/nvidia/driver:535@' + DIGEST, rules) == [
         'digest.local/nvidia/driver:535@' + DIGEST, 'nvcr.io/nvidia/driver:535@' + DIGEST]
+
+
+def test_absent_mirror_set_apis_give_empty_lists(monkeypatch):
+    api = make_api(monkeypatch, DynamicClient({
+        ('GET', '/apis/config.openshift.io/v1/imagedigestmirrorsets'): {'items': [{'kind': 'IDMS'}], 'metadata': {}},
+        ('GET', '/apis/config.openshift.io/v1/imagetagmirrorsets'): (404, '404 page not found'),
+        ('GET', '/apis/operator.openshift.io/v1alpha1/imagecontentsourcepolicies'): (404, '404 page not found')}))
+    assert list_mirror_sets(api) == {'idms': [{'kind': 'IDMS'}], 'itms': [], 'icsp': []}

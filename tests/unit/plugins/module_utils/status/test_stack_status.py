@@ -2,8 +2,9 @@
 
 import copy
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.client import (
-    NODE_FULL, POD_CELLS, POD_FULL, POD_READINESS, APIError)
+from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.errors import APIError
+from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.views import (
+    NODE_FULL, POD_CELLS, POD_FULL, POD_READINESS)
 from ansible_collections.accelerators.gpu.plugins.module_utils.status.stack_status import (
     HEADERS, aligned, dra_devices, node_rows, not_ready_reasons, operand_pod_reads, pending_claims, read_gpu_nodes,
     row_cells, run, status_node, table_lines, verdict)

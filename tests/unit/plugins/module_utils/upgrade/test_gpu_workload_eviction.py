@@ -4,7 +4,7 @@
 
 import pytest
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.client import APIError, TaskError
+from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.errors import APIError, TaskError
 from ansible_collections.accelerators.gpu.plugins.module_utils.upgrade.gpu_workload_eviction import (
     SKIP_LABEL, blocking_budgets, eviction, eviction_plan, gpu_resources, run)
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.fakes import Deadlines, FakeModule
