@@ -21,7 +21,7 @@ from ..registry.image_list import pod_template_images
 from ..registry.mirrors import list_mirror_sets, mirror_rules
 from ..nodes.facts import node_facts
 from ..operands.wait import wait_for_operands, wait_params
-from ..operands.waiter import daemonset_state
+from ..operands.checks.daemonsets import daemonset_state
 from ..registry.client import (
     RegistryClient, docker_config_from_secret, precompiled_available, urllib_transport)
 

@@ -15,8 +15,9 @@ from ..k8s.errors import APIError, TaskError
 from .daemonsets import MANAGED_DRIVERS_SELECTOR
 from ..upgrade.gpu_workload_eviction import (
     drain_plan, eviction_plan, evict_until_gone)
-from ..operands.waiter import (
-    Lost, job_state, pod_is_ready, pod_problems)
+from ..operands.checks.jobs import job_state
+from ..operands.checks.pods import pod_is_ready, pod_problems
+from ..operands.waiter import Lost
 from ..operands.validation import (
     KEY_ANNOTATION, NODE_ANNOTATION, check_label_selector)
 

@@ -16,8 +16,10 @@ import re
 
 from ..nodes.facts import (
     DEPLOY_LABEL_PREFIX, DRA_DRIVER, DRIVER_UPGRADE_STATE_LABEL)
-from ..operands.waiter import (
-    REVISION_HASH_LABEL, allocatable_count, newest_revision_hash, owned_by, pod_is_ready, pod_node)
+from ..operands.checks.allocatable import allocatable_count
+from ..operands.checks.daemonsets import REVISION_HASH_LABEL, newest_revision_hash
+from ..operands.checks.objects import owned_by, pod_node
+from ..operands.checks.pods import pod_is_ready
 
 STATE_LABEL = DRIVER_UPGRADE_STATE_LABEL
 SKIP_LABEL = 'nvidia.com/gpu-driver-upgrade.skip'

@@ -10,7 +10,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from .waiter import job_succeeded
+from .checks.jobs import job_succeeded
 
 NODE_ANNOTATION = 'accelerators.gpu/node'
 # The labels of a check's Jobs (roles/common/templates/validation_jobs.yml.j2).

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Waiting for operands to be ready, as the operand_status and operand modules do it: the reads through ClusterAPI,
-the observers of waiter.py, and the result with a diagnosis when the wait does not succeed."""
+"""Waiting for operands to be ready, as the operand_status and operand modules (and driver_daemonsets) do it: the
+options of a wait, what it observes (waiter's observers), and its result, with a diagnosis when it does not succeed."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -9,8 +9,9 @@ __metaclass__ = type
 
 from . import waiter
 from ..k8s.errors import APIError, TaskError
-from ..k8s.views import NODE_FULL, NODE_METADATA
+from .diagnosis import READY, diagnose, outcome_message, public_problems, unreachable_line
 from .validation import check_label_selector, validation_plan
+from .waiter import OperandReads
 
 # What can be waited for, and the options of a wait (doc fragment accelerators.gpu.operand_wait, which documents
 # wait_for too); each module makes wait_for required or not.
@@ -34,7 +35,6 @@ WAIT_ARGUMENT_SPEC = dict(
     grace=dict(type='int', default=20),
     event_limit=dict(type='int', default=5),
 )
-WARNING_EVENTS_PAGE = 1000
 
 
 def api_lost(error):
@@ -58,74 +58,6 @@ def wait_params(wait_for, **given):
     params = dict((name, spec.get('default')) for name, spec in WAIT_ARGUMENT_SPEC.items())
     params.update(given, wait_for=wait_for)
     return params
-
-
-class OperandReads:
-    """The reads of operand_status, through the collection's API layer."""
-
-    def __init__(self, api, namespace):
-        self.api = api
-        self.namespace = namespace
-
-    def deadline(self, seconds):
-        """The API layer's: a request within is retried for seconds at most."""
-        return self.api.deadline(seconds)
-
-    def _named_and_selected(self, path, names, selector):
-        found, missing = {}, []
-        for name in names:
-            try:
-                item = self.api.read('%s/%s' % (path, name))
-            except APIError as error:
-                if error.status != 404:
-                    raise
-                missing.append(name)
-                continue
-            found[item['metadata']['uid']] = item
-        if selector:
-            for item in self.api.list_items(path, selector):
-                found[item['metadata']['uid']] = item
-        return sorted(found.values(), key=lambda item: item['metadata']['name']), missing
-
-    def daemonsets(self, names, selector):
-        return self._named_and_selected('/apis/apps/v1/namespaces/%s/daemonsets' % self.namespace, names, selector)
-
-    def deployments(self, names, selector):
-        return self._named_and_selected('/apis/apps/v1/namespaces/%s/deployments' % self.namespace, names, selector)
-
-    def jobs(self, names, selector):
-        return self._named_and_selected('/apis/batch/v1/namespaces/%s/jobs' % self.namespace, names, selector)
-
-    def pods(self, selector):
-        return self.api.list_items('/api/v1/namespaces/%s/pods' % self.namespace, selector)
-
-    def revisions(self, selector):
-        return self.api.list_revisions(self.namespace, selector)
-
-    def endpoint_slices(self, service):
-        return self.api.list_items('/apis/discovery.k8s.io/v1/namespaces/%s/endpointslices' % self.namespace,
-                                   'kubernetes.io/service-name=%s' % service)
-
-    def warning_events(self):
-        page = self.api.read('/api/v1/namespaces/%s/events' % self.namespace, field_selector='type=Warning',
-                             limit=WARNING_EVENTS_PAGE)
-        return page.get('items') or []
-
-    def subscription(self, name):
-        return self.api.read_optional('/apis/operators.coreos.com/v1alpha1/namespaces/%s/subscriptions/%s' % (
-            self.namespace, name))[0]
-
-    def cluster_service_version(self, name):
-        return self.api.read_optional('/apis/operators.coreos.com/v1alpha1/namespaces/%s/clusterserviceversions/%s'
-                                      % (self.namespace, name))[0]
-
-    def nodes(self, names, selector, labels_only=False):
-        """Nodes, named or label-selected; with labels_only their metadata alone (NODE_METADATA)."""
-        view = NODE_METADATA if labels_only else NODE_FULL
-        if names:
-            wanted = set(names)
-            return [node for node in self.api.list_nodes(view=view) if node['metadata']['name'] in wanted]
-        return list(self.api.list_nodes(selector, view=view))
 
 
 def _allocatable_observer(reads, nodes, selector, resources):
@@ -162,18 +94,18 @@ def _wait(params, reads, subject, observe, before=None, timeout=None):
         outcome, observation, decisive, elapsed, unreachable = waiter.wait(
             observe, timeout, params['poll_interval'], params['grace'], lost=api_lost)
     diagnosis = []
-    if outcome != waiter.READY and not unreachable:
+    if outcome != READY and not unreachable:
         events = reads.warning_events() if observation.unready_pods else []
-        diagnosis = waiter.diagnose(observation, events, params['event_limit'])
-    message = waiter.outcome_message(subject, outcome, observation, decisive, diagnosis, elapsed, timeout)
-    if outcome != waiter.READY and unreachable:
-        message = '\n'.join((message, waiter.unreachable_line(unreachable)))
+        diagnosis = diagnose(observation, events, params['event_limit'])
+    message = outcome_message(subject, outcome, observation, decisive, diagnosis, elapsed, timeout)
+    if outcome != READY and unreachable:
+        message = '\n'.join((message, unreachable_line(unreachable)))
     result = dict(before, **observation.report)
-    result.update(ready=outcome == waiter.READY, outcome=outcome,
+    result.update(ready=outcome == READY, outcome=outcome,
                   elapsed=round(elapsed + before.get('elapsed', 0), 1),
-                  problems=waiter.public_problems(observation.problems), nodes=diagnosis, changed=False,
+                  problems=public_problems(observation.problems), nodes=diagnosis, changed=False,
                   msg='\n'.join(filter(None, (before.get('msg'), message))))
-    if outcome != waiter.READY:
+    if outcome != READY:
         raise TaskError(result.pop('msg'), **result)
     return result
 

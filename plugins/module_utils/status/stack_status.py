@@ -18,7 +18,8 @@ from ..driver.plan import is_managed_driver, serves
 from ..driver.upgrade_plan import FAILURE_ANNOTATION, STATE_LABEL
 from ..nodes.gfd_labels import driver_version, gpu_summary
 from ..nodes.facts import DRA_DRIVER as DRA_OPERAND, node_facts
-from ..operands.waiter import deployment_state, selector_string
+from ..operands.checks.deployments import deployment_state
+from ..operands.checks.objects import selector_string
 
 COMPONENT = 'app.kubernetes.io/component'
 DRIVER = 'nvidia-driver'

@@ -18,7 +18,8 @@ from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.views import 
     NODE_INFO, NODE_METADATA, POD_CELLS, POD_READINESS, node_from_table_row, pod_from_table_row)
 from ansible_collections.accelerators.gpu.plugins.module_utils.nodes.facts import node_facts
 from ansible_collections.accelerators.gpu.plugins.module_utils.status.stack_status import pod_readiness
-from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.fakes import NODE_TABLE_COLUMNS, node_table_row
+from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.fakes import (
+    NODE_TABLE_COLUMNS, node_table_row)
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.protobuf_encoding import metadata_list
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s import client as k8s_client
 

@@ -6,8 +6,10 @@ import pytest
 from ansible_collections.accelerators.gpu.plugins.module_utils.operands import wait as operand_wait
 from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.errors import APIError, TaskError
 from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.views import NODE_FULL, NODE_METADATA
-from ansible_collections.accelerators.gpu.plugins.module_utils.operands.wait import WAIT_ARGUMENT_SPEC, job_summary, wait_params
+from ansible_collections.accelerators.gpu.plugins.module_utils.operands.wait import (
+    WAIT_ARGUMENT_SPEC, job_summary, wait_params)
 from ansible_collections.accelerators.gpu.plugins.module_utils.operands.validation import validation_plan
+from ansible_collections.accelerators.gpu.plugins.module_utils.operands.waiter import Observation
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.fakes import Deadlines
 
 
@@ -84,7 +86,7 @@ def labelled(name, **labels):
 def daemonset_ready(monkeypatch, reads):
     monkeypatch.setattr(operand_wait, 'OperandReads', lambda api, namespace: reads)
     monkeypatch.setattr(operand_wait, '_observer', lambda params, reads: (
-        'DaemonSet gpu/gfd', lambda: operand_wait.waiter.Observation(
+        'DaemonSet gpu/gfd', lambda: Observation(
             True, (), {'ready_nodes': ['a', 'b'], 'ready_pods': {'a': 'p1', 'b': 'p2'}})))
 
 
