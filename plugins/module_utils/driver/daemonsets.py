@@ -11,6 +11,7 @@ __metaclass__ = type
 
 from ..k8s.errors import APIError, TaskError
 from ..k8s.views import NODE_INFO
+from .precompiled import checked_precompiled
 from .plan import (
     COMPONENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, PlanError, desired_driver_daemonsets, is_subset,
     nodes_left_without_driver, plan_driver_changes)
@@ -18,12 +19,9 @@ from .upgrade_plan import IN_PROGRESS, STATE_LABEL
 from .versions import driver_downgrades, downgrade_refusal
 from .dtk_image_lookup import dtk_images_as_pulled
 from ..registry.image_list import pod_template_images
-from ..registry.mirrors import list_mirror_sets, mirror_rules
 from ..nodes.facts import node_facts
 from ..operands.wait import wait_for_operands, wait_params
 from ..operands.checks.daemonsets import daemonset_state
-from ..registry.client import (
-    RegistryClient, docker_config_from_secret, precompiled_available, urllib_transport)
 
 MANAGED_DRIVERS_SELECTOR = '%s=%s,%s=nvidia-driver' % (MANAGED_BY_LABEL, MANAGED_BY, COMPONENT_LABEL)
 FACTS_KEYS = ('name', 'labels', 'gpu_present', 'deploy_labels', 'kernel', 'os', 'rhcos_version', 'rhcos_label',
@@ -142,15 +140,6 @@ def _remove_all(module, api):
     return result
 
 
-def _checked_precompiled(api, spec, facts_list, check, prepare_versions):
-    """(images that exist, checks) asked of the registries through the cluster's mirror rules and pull secrets."""
-    names = check['pull_secrets'] if check['pull_secrets'] is not None else spec.get('image_pull_secrets') or []
-    configs = [docker_config_from_secret(api.read_secret(spec['namespace'], name)) for name in names]
-    client = RegistryClient(urllib_transport(check['ca_file'], check['validate_certs'], check['timeout']), configs,
-                            mirror_rules(**list_mirror_sets(api)))
-    return precompiled_available(spec, facts_list, client, prepare_versions)
-
-
 def _plan(module, api):
     params = module.params
     if params['nodes'] is None:
@@ -169,8 +158,8 @@ def _plan(module, api):
     spec['namespace'] = params['namespace']
     available, checks = params['precompiled_available'], None
     if params['mode'] == 'kernel' and params['precompiled_registry_check'] is not None:
-        available, checks = _checked_precompiled(api, spec, facts_list, params['precompiled_registry_check'],
-                                                 params['prepare_versions'])
+        available, checks = checked_precompiled(api, spec, facts_list, params['precompiled_registry_check'],
+                                                params['prepare_versions'])
     try:
         plan = desired_driver_daemonsets(spec, facts_list, dtk_images, params['mode'], available,
                                          params['prepare_versions'])

@@ -25,8 +25,6 @@ from urllib.error import HTTPError, URLError
 from urllib.parse import urlencode
 from urllib.request import HTTPSHandler, Request, build_opener
 
-from ..driver.plan import (
-    os_tag, precompiled_image, prepared_kernels)
 from .mirrors import parse_image_reference, pull_candidates
 
 MANIFEST_TYPES = (
@@ -316,24 +314,3 @@ class RegistryClient:
         if not token:
             return None, 'token service %s gave no token' % realm
         return 'Bearer ' + token, None
-
-
-def precompiled_available(spec, gpu_nodes_facts, client, prepare_versions=()):
-    """(set of the precompiled driver images that exist, {image: client.image_exists(image)}) for the kernels
-    and OS tags of the GPU nodes, and the kernels of prepare_versions on those OS tags (driver_plan.prepared_kernels),
-    with the image names driver_plan gives them.
-
-    spec: the driver spec of driver_plan.desired_driver_daemonsets (repository, image, branch). The set is
-    that function's precompiled_available argument (mode kernel); the results say where each image was found
-    or why not, for the module's output.
-    """
-    images = set()
-    for facts in gpu_nodes_facts:
-        kernel, tag = facts['kernel']['effective'], os_tag(facts)
-        if facts['gpu_present'] and kernel and tag:
-            images.add(precompiled_image(spec['repository'], spec.get('image') or 'driver', spec['branch'],
-                                         kernel, tag))
-    for kernel, tag, _os_id, _version_id in prepared_kernels(prepare_versions, gpu_nodes_facts):
-        images.add(precompiled_image(spec['repository'], spec.get('image') or 'driver', spec['branch'], kernel, tag))
-    checks = dict((image, client.image_exists(image)) for image in sorted(images))
-    return set(image for image, check in checks.items() if check['exists']), checks
