@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The driver_daemonsets module's work: bring the driver DaemonSets in line with driver_plan's plan.
+"""The driver_daemonsets module's work: bring the driver DaemonSets in line with the plan of driver.plan.
 
 run() takes the module and a k8s.api.ClusterAPI (or any object with the same methods).
 """

@@ -65,7 +65,7 @@ def template_driver_image(daemonset):
 def driver_downgrades(assignments, existing, nodes_facts):
     """The GPU nodes a plan moves to an older driver: {node: {running, requested, daemonset}}.
 
-    assignments: driver_plan's (node: {daemonset, image...}); existing: the namespace's DaemonSets as read; nodes_facts:
+    assignments: plan's (node: {daemonset, image...}); existing: the namespace's DaemonSets as read; nodes_facts:
     node_facts of the nodes (their labels). A node's requested version is that of the image planned for it; what it
     runs is the newer of its DaemonSet's image as it exists (the driver its pod runs, or a rollout brings) and the
     driver GPU feature discovery reports loaded. Nodes with a pre-installed driver, opted out or blocked, and images

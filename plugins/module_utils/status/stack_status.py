@@ -23,7 +23,7 @@ from ..operands.checks.objects import selector_string
 
 COMPONENT = 'app.kubernetes.io/component'
 DRIVER = 'nvidia-driver'
-# The label by which the collection's driver DaemonSets select their pods: the DaemonSet's name (driver_plan).
+# The label by which the collection's driver DaemonSets select their pods: the DaemonSet's name (driver.plan).
 DRIVER_APP_LABEL = 'app'
 # Table columns of the operands, by the app.kubernetes.io/component of their pods.
 OPERANDS = (('driver', DRIVER), ('toolkit', 'nvidia-container-toolkit'),

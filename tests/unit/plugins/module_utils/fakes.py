@@ -32,7 +32,7 @@ def node_table_row(node):
 
 
 def served_node(node, view):
-    """A node as the API server sends it in a view of cluster_api.list_nodes()."""
+    """A node as the API server sends it in a view of ClusterAPI.list_nodes()."""
     if view == NODE_METADATA:
         return {'metadata': node['metadata']}
     if view == NODE_INFO:

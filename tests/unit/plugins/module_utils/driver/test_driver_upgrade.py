@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The driver rollout: where nodes stand, the budget and the waves (driver_upgrade), and its steps against a cluster
-in memory (driver_upgrade_run), including eviction held back by a PodDisruptionBudget, a crash-looping new driver and
+"""The driver rollout: where nodes stand, the budget and the waves (driver.upgrade_plan), and its steps against a cluster
+in memory (driver.upgrade), including eviction held back by a PodDisruptionBudget, a crash-looping new driver and
 a failed validation."""
 
 import copy
