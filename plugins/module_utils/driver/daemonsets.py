@@ -11,17 +11,17 @@ __metaclass__ = type
 
 from ..k8s.errors import APIError, TaskError
 from ..k8s.views import NODE_INFO
-from .precompiled import checked_precompiled
+from ..nodes.facts import node_facts
+from ..operands.checks.daemonsets import daemonset_state
+from ..operands.wait import wait_for_operands, wait_params
+from ..registry.image_list import pod_template_images
+from .dtk_image_lookup import dtk_images_as_pulled
 from .plan import (
     COMPONENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, PlanError, desired_driver_daemonsets, is_subset,
     nodes_left_without_driver, plan_driver_changes)
+from .precompiled import checked_precompiled
 from .upgrade_plan import IN_PROGRESS, STATE_LABEL
 from .versions import driver_downgrades, downgrade_refusal
-from .dtk_image_lookup import dtk_images_as_pulled
-from ..registry.image_list import pod_template_images
-from ..nodes.facts import node_facts
-from ..operands.wait import wait_for_operands, wait_params
-from ..operands.checks.daemonsets import daemonset_state
 
 MANAGED_DRIVERS_SELECTOR = '%s=%s,%s=nvidia-driver' % (MANAGED_BY_LABEL, MANAGED_BY, COMPONENT_LABEL)
 FACTS_KEYS = ('name', 'labels', 'gpu_present', 'deploy_labels', 'kernel', 'os', 'rhcos_version', 'rhcos_label',

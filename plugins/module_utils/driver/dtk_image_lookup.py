@@ -12,8 +12,8 @@ __metaclass__ = type
 import json
 
 from ..k8s.errors import TaskError
-from .dtk import read_dtk_imagestream, resolve_dtk_images
 from ..registry.mirrors import list_mirror_sets, mirror_rules, pull_candidates
+from .dtk import read_dtk_imagestream, resolve_dtk_images
 
 # The release payload's component whose image is the Driver Toolkit of the release's RHCOS build.
 DTK_COMPONENT = 'driver-toolkit'

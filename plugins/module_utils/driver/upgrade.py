@@ -10,16 +10,14 @@ __metaclass__ = type
 import time
 
 from .. import dra
-from . import upgrade_plan
 from ..k8s.errors import APIError, TaskError
-from .daemonsets import MANAGED_DRIVERS_SELECTOR
-from ..upgrade.gpu_workload_eviction import (
-    drain_plan, eviction_plan, evict_until_gone)
 from ..operands.checks.jobs import job_state
 from ..operands.checks.pods import pod_is_ready, pod_problems
+from ..operands.validation import KEY_ANNOTATION, NODE_ANNOTATION, check_label_selector
 from ..operands.waiter import Lost
-from ..operands.validation import (
-    KEY_ANNOTATION, NODE_ANNOTATION, check_label_selector)
+from ..upgrade.gpu_workload_eviction import drain_plan, eviction_plan, evict_until_gone
+from . import upgrade_plan
+from .daemonsets import MANAGED_DRIVERS_SELECTOR
 
 MANAGED_SELECTOR = 'app.kubernetes.io/managed-by=accelerators.gpu'
 DEVICE_PLUGIN = 'nvidia-device-plugin'

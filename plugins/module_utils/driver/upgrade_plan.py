@@ -14,8 +14,7 @@ __metaclass__ = type
 import math
 import re
 
-from ..nodes.facts import (
-    DEPLOY_LABEL_PREFIX, DRA_DRIVER, DRIVER_UPGRADE_STATE_LABEL)
+from ..nodes.facts import DEPLOY_LABEL_PREFIX, DRA_DRIVER, DRIVER_UPGRADE_STATE_LABEL
 from ..operands.checks.allocatable import allocatable_count
 from ..operands.checks.daemonsets import REVISION_HASH_LABEL, newest_revision_hash
 from ..operands.checks.objects import owned_by, pod_node

@@ -23,13 +23,12 @@ __metaclass__ = type
 import functools
 import time
 
-from ..k8s.errors import TaskError
 from ..dra import API as RESOURCE_API, DRIVER, published_kinds
+from ..k8s.errors import TaskError
 from ..nodes.facts import DEPLOY_LABEL_PREFIX, DEVICE_PLUGIN, DRA_DRIVER
-from ..operands.waiter import Lost
 from ..nodes.gfd_labels import COUNT, MIG_CAPABLE, PCI_DEVICES, gpu_summary
-from .parted import (
-    GPU_RESOURCE, MIG_RESOURCE_PREFIX, LayoutError, advertised_resources, dra_devices, gpu_layouts)
+from ..operands.waiter import Lost
+from .parted import GPU_RESOURCE, MIG_RESOURCE_PREFIX, LayoutError, advertised_resources, dra_devices, gpu_layouts
 
 CONFIG_LABEL = 'nvidia.com/mig.config'
 STATE_LABEL = 'nvidia.com/mig.config.state'

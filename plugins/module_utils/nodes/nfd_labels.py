@@ -13,9 +13,8 @@ import time
 
 from ..k8s.errors import APIError, TaskError
 from ..k8s.views import NODE_INFO
-from .facts import (
-    NFD_PREFIX, OPERANDS, group_nodes, mode_switch, node_facts, plan_gpu_node_labels)
 from ..operands.waiter import Lost
+from .facts import NFD_PREFIX, OPERANDS, group_nodes, mode_switch, node_facts, plan_gpu_node_labels
 
 # A label patch that meets a node changed since it was read is re-planned this many times.
 LABEL_PATCH_ATTEMPTS = 3

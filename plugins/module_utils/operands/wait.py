@@ -7,8 +7,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from . import waiter
 from ..k8s.errors import APIError, TaskError
+from . import waiter
 from .diagnosis import READY, diagnose, outcome_message, public_problems, unreachable_line
 from .validation import check_label_selector, validation_plan
 from .waiter import OperandReads

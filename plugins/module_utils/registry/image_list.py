@@ -9,8 +9,8 @@ __metaclass__ = type
 
 import re
 
-from .mirrors import parse_image_reference
 from .client import registry_repository
+from .mirrors import parse_image_reference
 
 IMAGE_SET_API_VERSION = 'mirror.openshift.io/v2alpha1'
 # OpenShift's build of the NFD operand, one tag per OpenShift minor; RHEL 9 based (-rhel9) from OpenShift 4.15.

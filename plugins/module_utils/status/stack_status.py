@@ -9,15 +9,15 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ..k8s.errors import APIError
-from ..k8s.views import NODE_FULL, POD_CELLS, POD_FULL, POD_READINESS
 from ..dra import (
     API as RESOURCE_API, DRIVER as DRA_DRIVER, allocation_results, asks_for_gpus, claim_names, exclusive_gpus,
     published_devices)
 from ..driver.plan import is_managed_driver, serves
 from ..driver.upgrade_plan import FAILURE_ANNOTATION, STATE_LABEL
-from ..nodes.gfd_labels import driver_version, gpu_summary
+from ..k8s.errors import APIError
+from ..k8s.views import NODE_FULL, POD_CELLS, POD_FULL, POD_READINESS
 from ..nodes.facts import DRA_DRIVER as DRA_OPERAND, node_facts
+from ..nodes.gfd_labels import driver_version, gpu_summary
 from ..operands.checks.deployments import deployment_state
 from ..operands.checks.objects import selector_string
 

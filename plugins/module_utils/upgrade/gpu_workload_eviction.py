@@ -13,8 +13,8 @@ __metaclass__ = type
 import functools
 import time
 
-from ..k8s.errors import APIError, TaskError
 from ..dra import API as RESOURCE_API, claim_key, holds_gpus, uses_any
+from ..k8s.errors import APIError, TaskError
 from ..operands.waiter import Lost
 
 SKIP_LABEL = 'nvidia.com/gpu-driver-upgrade-drain.skip'

@@ -16,10 +16,8 @@ __metaclass__ = type
 
 import json
 
-from ..driver.plan import (
-    PlanError, driver_daemonset_name, os_tag, precompiled_daemonset_name)
-from ..nodes.facts import (
-    KERNEL_LABEL, node_facts, sanitize_label_value)
+from ..driver.plan import PlanError, driver_daemonset_name, os_tag, precompiled_daemonset_name
+from ..nodes.facts import KERNEL_LABEL, node_facts, sanitize_label_value
 
 RECORD_ANNOTATION = 'accelerators.gpu/rhcos-upgrade'
 OSTREE_LABEL = 'feature.node.kubernetes.io/system-os_release.OSTREE_VERSION'

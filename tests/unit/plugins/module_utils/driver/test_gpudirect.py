@@ -8,8 +8,7 @@ import pytest
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver.plan import (
     PlanError, desired_driver_daemonsets, is_subset, plan_driver_changes)
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver.gpudirect import side_image
-from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.node_dicts import (
-    rhcos_node, ubuntu_node)
+from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.node_dicts import rhcos_node, ubuntu_node
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.driver.test_driver_plan import (
     DTK, SPEC, container, facts_of, server_applied)
 
