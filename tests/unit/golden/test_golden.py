@@ -25,10 +25,10 @@ def describe_change(was, now):
     """Both values, or for two texts of several lines the first line that differs."""
     if isinstance(was, str) and isinstance(now, str) and '\n' in was + now:
         old, new = was.splitlines(), now.splitlines()
-        line = next(index for index in range(max(len(old), len(new)))
-                    if index >= len(old) or index >= len(new) or old[index] != new[index])
-        return 'line %d: golden %s, rendered %s' % (line + 1, describe(old[line] if line < len(old) else None),
-                                                   describe(new[line] if line < len(new) else None))
+        old += [None] * (len(new) - len(old))
+        new += [None] * (len(old) - len(new))
+        line = next(index for index, (was_line, now_line) in enumerate(zip(old, new)) if was_line != now_line)
+        return 'line %d: golden %s, rendered %s' % (line + 1, describe(old[line]), describe(new[line]))
     return 'golden %s, rendered %s' % (describe(was), describe(now))
 
 
