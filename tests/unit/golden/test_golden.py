@@ -22,13 +22,14 @@ def describe(value):
 
 
 def describe_change(was, now):
-    """Both values, or for two texts of several lines the first line that differs."""
+    """Both values, or for two texts of several lines the first line that differs (if only their ends differ, both)."""
     if isinstance(was, str) and isinstance(now, str) and '\n' in was + now:
         old, new = was.splitlines(), now.splitlines()
         old += [None] * (len(new) - len(old))
         new += [None] * (len(old) - len(new))
-        line = next(index for index, (was_line, now_line) in enumerate(zip(old, new)) if was_line != now_line)
-        return 'line %d: golden %s, rendered %s' % (line + 1, describe(old[line]), describe(new[line]))
+        line = next((index for index, (was_line, now_line) in enumerate(zip(old, new)) if was_line != now_line), None)
+        if line is not None:
+            return 'line %d: golden %s, rendered %s' % (line + 1, describe(old[line]), describe(new[line]))
     return 'golden %s, rendered %s' % (describe(was), describe(now))
 
 
@@ -84,6 +85,10 @@ def test_a_changed_character_is_named_with_its_object_file_and_field():
         "rendered '/run/nvidia/mpx'" % path,
         "Service nvidia-gpu-operator/nvidia-dcgm (tests/golden/openshift/Service/nvidia-gpu-operator/nvidia-dcgm.yaml): "
         "no longer written"]
+
+
+def test_texts_that_differ_only_at_their_end_are_shown_whole():
+    assert describe_change('a\nb', 'a\nb\n') == "golden 'a\\nb', rendered 'a\\nb\\n'"
 
 
 def test_a_value_of_another_type_is_another_value():
