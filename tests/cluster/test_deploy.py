@@ -198,8 +198,9 @@ def test_a_deploy_of_the_golden_openshift_fleet_writes_its_golden_objects(tmp_pa
         # Read from a file, so that Ansible does not template the Prometheus templates of the rules' annotations.
         definitions = tmp_path_factory.mktemp("golden") / "objects.json"
         definitions.write_text(json.dumps(list(expected.values())))
-        again = run(cluster, "accelerators.gpu.operand", {
-            "definitions": "{{ lookup('ansible.builtin.file', '%s') | from_json }}" % definitions}, check=True, diff=True)
+        again = run(cluster, "accelerators.gpu.operand",
+                    {"definitions": "{{ lookup('ansible.builtin.file', '%s') | from_json }}" % definitions},
+                    check=True, diff=True)
         assert not again.get("failed"), again.get("msg")
         changed = [(entry["before_header"], field, was, now) for entry in again["diff"]
                    for field, was, now in differences(entry["before"], entry["after"])]

@@ -76,15 +76,15 @@ def test_a_changed_character_is_named_with_its_object_file_and_field():
     del rendered['Service/nvidia-gpu-operator/nvidia-dcgm.yaml']
 
     assert golden_differences('openshift', golden, rendered) == [
-        "ConfigMap nvidia-gpu-operator/nvidia-driver-startup-probe (tests/golden/openshift/ConfigMap/nvidia-gpu-operator"
-        "/nvidia-driver-startup-probe.yaml): data.%s: line 3: golden %r, rendered %r"
+        "ConfigMap nvidia-gpu-operator/nvidia-driver-startup-probe (tests/golden/openshift/ConfigMap/"
+        "nvidia-gpu-operator/nvidia-driver-startup-probe.yaml): data.%s: line 3: golden %r, rendered %r"
         % (key, golden['ConfigMap/nvidia-gpu-operator/nvidia-driver-startup-probe.yaml']['data'][key].splitlines()[2],
            lines[2].rstrip('\n')),
         "DaemonSet nvidia-gpu-operator/nvidia-device-plugin-daemonset (tests/golden/openshift/%s): "
         "spec.template.spec.containers[nvidia-device-plugin].env[MPS_ROOT].value: golden '/run/nvidia/mps', "
         "rendered '/run/nvidia/mpx'" % path,
-        "Service nvidia-gpu-operator/nvidia-dcgm (tests/golden/openshift/Service/nvidia-gpu-operator/nvidia-dcgm.yaml): "
-        "no longer written"]
+        "Service nvidia-gpu-operator/nvidia-dcgm (tests/golden/openshift/Service/nvidia-gpu-operator/"
+        "nvidia-dcgm.yaml): no longer written"]
 
 
 def test_texts_that_differ_only_at_their_end_are_shown_whole():

@@ -161,8 +161,9 @@ def table(found, groups):
         csv.writer(rows, lineterminator='\n').writerows(
             ['``%s``' % daemonset, '``%s``' % field] + [shown(value) for value in by_key[(daemonset, field)]]
             for daemonset, field in sorted(keys, key=order.index))
-        lines += [textwrap.fill(reason, 120), '', '.. csv-table::', '   :header: DaemonSet, field, GPU Operator, accelerators.gpu',
-                  '   :widths: 22, 48, 15, 15', ''] + ['   ' + row for row in rows.getvalue().splitlines()] + ['']
+        lines += [textwrap.fill(reason, 120), '', '.. csv-table::',
+                  '   :header: DaemonSet, field, GPU Operator, accelerators.gpu', '   :widths: 22, 48, 15, 15', '']
+        lines += ['   ' + row for row in rows.getvalue().splitlines()] + ['']
     return '\n'.join(lines + [TABLE_END])
 
 
