@@ -29,9 +29,9 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from localcluster import fleet as simulated
 
 # The collection's module_utils the render uses: the driver planning of accelerators.gpu.driver_daemonsets.
-from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import desired_driver_daemonsets
-from ansible_collections.accelerators.gpu.plugins.module_utils.driver_sync import given_dtk_images
-from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import node_facts
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver.daemonsets import given_dtk_images
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver.plan import desired_driver_daemonsets
+from ansible_collections.accelerators.gpu.plugins.module_utils.nodes.facts import node_facts
 from ansible_collections.accelerators.gpu.plugins.modules.driver_daemonsets import DRIVER_OPTIONS
 
 HERE = Path(__file__).resolve().parent
@@ -103,7 +103,7 @@ def fleet_dtk_images(fleet_spec):
 
 def planned_driver_daemonsets(args, nodes, dtk_images):
     """The DaemonSets accelerators.gpu.driver_daemonsets plans for the task's args, as it plans them for the nodes it
-    reads and the DTK images it finds (driver_sync._plan)."""
+    reads and the DTK images it finds (driver/daemonsets.py, _plan)."""
     driver = ArgumentSpecValidator(DRIVER_OPTIONS).validate(args['driver']).validated_parameters
     spec = dict((key, value) for key, value in driver.items() if value is not None)
     spec['namespace'] = args['namespace']
