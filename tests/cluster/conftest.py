@@ -202,6 +202,20 @@ def _has_default_service_account(cluster, namespace):
 
 
 @pytest.fixture
+def plane(cluster):
+    """The ControlPlane of the session cluster (its state directory holds the kubeconfig); after the test, whatever
+    it left stopped is started again, and the cluster answers."""
+    plane = controlplane.ControlPlane(os.path.dirname(cluster.kubeconfig))
+    if not plane.running():
+        pytest.skip("the cluster of %s was not started by this project's control plane" % cluster.kubeconfig)
+    yield plane
+    healed = plane.heal()
+    assert plane.running(), plane.info()["pids"]
+    cluster.core.list_namespace(limit=1)
+    assert not healed, "the test left %s stopped" % ", ".join(healed)
+
+
+@pytest.fixture
 def make_fleet(cluster, request):
     """Creates the nodes of a fleet spec (dict), named with this test's prefix, and removes them after.
 

@@ -9,7 +9,8 @@ Fairness) and 5xx; a rollout that runs for hours meets both. ClusterAPI._request
   ('429', '500', '502', '503', '504'), or REFUSED, RESET or TIMEOUT for a connection that failed; None for an
   answer that is an answer (403, 404, 409, 422..., a 429 that a PodDisruptionBudget causes: an eviction the
   budget holds back, for the caller to decide, and a 500 refusing an applied object that does not fit its schema),
-  or a transport error that a retry would not cure (a TLS error).
+  or a transport error that a retry would not cure (a TLS error). message_fault(): the same, told by the message
+  of a failed kubernetes.core module, which carries the client's exception as text only.
 - retryable(): whether the request may be sent again. A read, a server-side apply, a JSON merge patch (it sets
   absolute values: applied twice it is applied once) and a delete (a delete whose object is gone afterwards is
   done) are idempotent and retried on every fault. Anything else (a POST: an eviction, a create) only when the API
@@ -26,6 +27,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import http
 import re
 
 RETRY_STATUSES = (429, 500, 502, 503, 504)
@@ -43,6 +45,12 @@ DISRUPTION_BUDGET_CAUSE = 'DisruptionBudget'
 # object does not fit its kind's schema (under fieldValidation=Strict an unknown field, for a custom resource) with
 # 500 "failed to create typed patch object (...): .spec.x: field not declared in schema". Sent again, it fails again.
 REQUEST_REFUSED_AS_500 = ('failed to create typed patch object',)
+# An HTTP status in a message: the kubernetes client's ApiException ('(503)\nReason: ...' or '503\nReason: ...'), the
+# Status body it carries ("code": 503), or the reason phrase of a retryable status, which kubernetes.core's k8s_drain
+# gives alone ('Exception raised: Service Unavailable').
+_REASON_STATUSES = dict((status.phrase, status.value) for status in map(http.HTTPStatus, RETRY_STATUSES))
+_STATUS_IN_WORDS = re.compile(r'\(?\b(\d{3})\)?\s*\n\s*Reason:|["\']code["\']\s*:\s*(\d{3})|\b(%s)\b'
+                              % '|'.join(_REASON_STATUSES))
 _FAULT_WORDS = ((REFUSED, 'refused connections'), (RESET, 'reset connections'), (TIMEOUT, 'timed-out requests'))
 
 
@@ -61,14 +69,19 @@ def transport_fault(error):
     error it wraps), None when a retry would not help (a TLS or protocol error: a wrong address or CA). urllib3,
     under the kubernetes client, itself tries a request again a few times on a failed connection and on a 429 or 503
     with Retry-After, and then raises ResponseError('too many 429 error responses'): that status is the fault."""
-    names = [type(link).__name__ for link in _chain(error)]
-    text = ' '.join(str(link) for link in _chain(error))
+    chain = _chain(error)
+    return _transport_kind([type(link).__name__ for link in chain], ' '.join(str(link) for link in chain))
+
+
+def _transport_kind(names, text):
+    """transport_fault() of the exceptions named (their class names) and their text."""
     too_many = re.search(r'too many (\d{3}) error responses', text)
     if too_many:
         return status_fault(int(too_many.group(1)))
     if 'ConnectionRefusedError' in names or 'NewConnectionError' in names or 'Connection refused' in text:
         return REFUSED
-    if any(name in names for name in ('ReadTimeoutError', 'ConnectTimeoutError', 'TimeoutError', 'timeout')):
+    if any(name in names for name in ('ReadTimeoutError', 'ConnectTimeoutError', 'TimeoutError', 'timeout')) \
+            or 'Read timed out' in text:
         return TIMEOUT
     if any(name in names for name in ('ConnectionResetError', 'RemoteDisconnected', 'BrokenPipeError',
                                       'ConnectionAbortedError', 'IncompleteRead', 'ProtocolError')):
@@ -85,6 +98,22 @@ def status_fault(status, details=None, message=None):
     if status == 500 and any(words in (message or '') for words in REQUEST_REFUSED_AS_500):
         return None
     return str(status)
+
+
+def message_fault(text, status=None):
+    """The fault a failed module's message tells of: status_fault() of the HTTP status it names (the kubernetes
+    client's ApiException, '503\\nReason: Service Unavailable'; the Status body it carries, "code": 503; a reason
+    phrase, 'due to: Service Unavailable'), or of status when the result gave one; else transport_fault() of the
+    exceptions it names, as Python shows them ('... (Caused by NewConnectionError(... Connection refused))').
+    A 429 naming a disruption budget is an eviction's answer. None when the message tells of no fault."""
+    if status is None:
+        named = _STATUS_IN_WORDS.search(text)
+        status = _REASON_STATUSES.get(named.group(3)) or int(named.group(1) or named.group(2)) if named else None
+    if status is not None:
+        if status == 429 and re.search(r'disruption ?budget', text, re.IGNORECASE):
+            return None
+        return status_fault(status, message=text)
+    return _transport_kind(re.findall(r'\b([A-Za-z_]\w*)\(', text), text)
 
 
 def held_by_budget(details):

@@ -122,3 +122,61 @@ def test_the_line_says_each_fault_once_with_its_count():
         'the API server at https://h timed-out requests x1; retried 1 request(s), 30.0 s; 1 request(s) failed after '
         'their retries')
     assert retry.fault_words(collections.Counter({'500': 1})) == 'answered 500 x1'
+
+
+# Failed kubernetes.core modules, as their results word the kubernetes client's exceptions (ansible-core 2.16 and 2.19,
+# kubernetes.core 6.1 to 6.6): an answer's status, a connection that failed, or something else.
+ANSWERED_503 = ("Exception '503\nReason: Service Unavailable\nHTTP response headers: HTTPHeaderDict({'Content-Type': "
+                "'application/json'})\nHTTP response body: b'{\"kind\": \"Status\", \"status\": \"Failure\", "
+                "\"reason\": \"ServiceUnavailable\", \"code\": 503}'\nOriginal traceback: \n  File \"client.py\", "
+                "line 55, in inner\n    resp = func(self, *args, **kwargs)\n")
+PATCH_REFUSED_422 = ('Failed to patch object: b\'{"kind":"Status","apiVersion":"v1","status":"Failure","message":'
+                     '"Node \\"n1\\" is invalid: spec.taints[0].effect: Unsupported value","reason":"Invalid",'
+                     '"code":422}\'')
+REFUSED_CONNECTION = ("HTTPSConnectionPool(host='127.0.0.1', port=6443): Max retries exceeded with url: /version "
+                      "(Caused by NewConnectionError(\"HTTPSConnection(host='127.0.0.1', port=6443): Failed to establish "
+                      "a new connection: [Errno 111] Connection refused\"))")
+CLOSED_CONNECTION = ("HTTPSConnectionPool(host='127.0.0.1', port=6443): Max retries exceeded with url: /apis (Caused by "
+                     "ProtocolError('Connection aborted.', RemoteDisconnected('Remote end closed connection without "
+                     "response')))")
+# ansible-core 2.16: the module raised; its traceback is the result's module_stderr.
+RAISED_REFUSED = ('Traceback (most recent call last):\n  File "connection.py", line 198, in _new_conn\n'
+                  'ConnectionRefusedError: [Errno 111] Connection refused\n\nurllib3.exceptions.MaxRetryError: '
+                  "HTTPSConnectionPool(host='h', port=6443): Max retries exceeded with url: /version (Caused by "
+                  "NewConnectionError('<urllib3.connection.HTTPSConnection object at 0x7f>: Failed to establish a new "
+                  "connection: [Errno 111] Connection refused'))\n")
+WRONG_CA = ("HTTPSConnectionPool(host='h', port=6443): Max retries exceeded with url: /version (Caused by SSLError("
+            "SSLCertVerificationError(1, '[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed')))")
+EVICTION_HELD = ("Failed to delete pod ml/trainer-0 due to: (429)\nReason: Too Many Requests\nHTTP response body: "
+                 "{\"kind\":\"Status\",\"message\":\"Cannot evict pod as it would violate the pod's disruption budget.\","
+                 "\"details\":{\"causes\":[{\"reason\":\"DisruptionBudget\"}]},\"code\":429}")
+
+
+@pytest.mark.parametrize('text, status, fault', [
+    (ANSWERED_503, None, '503'),
+    (ANSWERED_503.replace('503', '429').replace('Service Unavailable', 'Too Many Requests'), None, '429'),
+    # A pool read of kubernetes.core.k8s_drain, which gives the status beside the reason.
+    ("Failed to retrieve node 'n1' due to: Service Unavailable", 503, '503'),
+    # Its wait for pods gives the reason alone.
+    ('Exception raised: Bad Gateway', None, '502'),
+    ('Exception raised: Gateway Timeout', None, '504'),
+    (REFUSED_CONNECTION, None, REFUSED),
+    (RAISED_REFUSED, None, REFUSED),
+    (CLOSED_CONNECTION, None, RESET),
+    ("HTTPSConnectionPool(host='h', port=6443): Read timed out. (read timeout=30)", None, TIMEOUT),
+    ("Max retries exceeded with url: /api (Caused by ResponseError('too many 503 error responses'))", None, '503'),
+    # Answers: the object, the token, the permissions, a PodDisruptionBudget.
+    (PATCH_REFUSED_422, None, None),
+    ("Exception '403\nReason: Forbidden\nHTTP response body: b'{\"code\":403}'", None, None),
+    ("Failed to retrieve node 'n1' due to: Unauthorized", 401, None),
+    ('Node n1 not found.', None, None),
+    (EVICTION_HELD, None, None),
+    (NOT_IN_SCHEMA + ' (500)\nReason: Internal Server Error', None, None),
+    # Not an answer and no fault: a wrong CA, a wait that timed out, a module's own refusal.
+    (WRONG_CA, None, None),
+    ('Resource deletion timed out', None, None),
+    ("Failed to find exact match for nfd.k8s-sigs.io/v1alpha1.NodeFeatureRule by [kind, name, singularName, "
+     "shortNames]", None, None),
+])
+def test_a_failed_modules_message_tells_its_fault(text, status, fault):
+    assert retry.message_fault(text, status) == fault

@@ -1,0 +1,1 @@
+../plugin_utils/kubernetes_core_retry.py
