@@ -7,7 +7,7 @@ tasks, conditions, templates, filters and the collection's template lookup), wit
 shadow copies of accelerators.gpu and kubernetes.core whose module actions are replay_action.py: no module runs, each
 module task's templated arguments are recorded and its result is the one tests/golden/inputs/<fleet>.yml gives under
 the task's register name (what the module returned at that point of a deploy of that fleet). The objects written are
-then those of the recorded arguments: `accelerators.gpu.operand`'s definitions, `kubernetes.core.k8s`' definitions
+then those of the recorded arguments: `accelerators.gpu.operand`'s definitions, `accelerators.gpu.k8s`' definitions
 (not its patches nor deletions), and the driver DaemonSets `accelerators.gpu.driver_daemonsets` plans, planned by the
 function the module calls (planned_driver_daemonsets), for the fleet's nodes as the simulator makes them.
 
@@ -120,7 +120,7 @@ def written_objects(fleet, calls):
         module, args = call['module'], call['args']
         if module == 'accelerators.gpu.operand':
             written = args.get('definitions') or []
-        elif module == 'kubernetes.core.k8s' and args.get('state', 'present') == 'present':
+        elif module == 'accelerators.gpu.k8s' and args.get('state', 'present') == 'present':
             written = args.get('definition') or args.get('resource_definition') or []
         elif module == 'accelerators.gpu.driver_daemonsets':
             written = planned_driver_daemonsets(args, fleet_nodes(inputs['fleet']), fleet_dtk_images(inputs['fleet']))
