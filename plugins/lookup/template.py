@@ -9,7 +9,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 name: template
 short_description: Render templates as ansible.builtin.template does, without copying every variable per file
-version_added: 1.0.0
+version_added: 0.1.0
 author: accelerators.gpu developers (@accelerators-gpu)
 description:
   - Renders each template file and returns its text, exactly as the lookup P(ansible.builtin.template#lookup), to

@@ -59,7 +59,6 @@ options:
     type: list
     elements: str
     default: []
-    version_added: 0.2.0
   check_proxy:
     description:
       - Report in RV(proxy_configured) whether the C(config.openshift.io/v1) C(Proxy) named C(cluster) sets a proxy or

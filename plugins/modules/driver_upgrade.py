@@ -9,7 +9,7 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 module: driver_upgrade
 short_description: Move GPU nodes to a new driver revision node by node, with the GPU Operator's upgrade states
-version_added: 0.2.0
+version_added: 0.1.0
 author: accelerators.gpu developers (@accelerators-gpu)
 description:
   - The driver DaemonSets use C(OnDelete), so a changed pod template (driver version, image, environment, DTK or

@@ -101,7 +101,6 @@ nodes:
           (C(nvidia.com/cuda.driver-version.full), else C(nvidia.com/cuda.driver.major), C(minor) and C(rev)), or
           null where GPU feature discovery has not labelled the node. Not a column of RV(lines).
       type: str
-      version_added: 0.2.0
     toolkit:
       description: Readiness of the container toolkit pod, as for RV(nodes[].driver).
       type: str
@@ -133,18 +132,15 @@ nodes:
       description: Readiness of the MPS control daemon pod (nodes sharing their GPUs through MPS), as for
         RV(nodes[].driver).
       type: str
-      version_added: 0.2.0
     sharing:
       description:
         - How the node's GPUs are shared, V(none), V(time-slicing) or V(mps), as GPU feature discovery labels it
           (C(nvidia.com/gpu.sharing-strategy)) from the device plugin's configuration of the node; null without its
           labels. The column SHARING of RV(lines) adds the replicas (C(mps x4)).
       type: str
-      version_added: 0.2.0
     sharing_replicas:
       description: Pods per GPU (C(nvidia.com/gpu.replicas)), or null.
       type: int
-      version_added: 0.2.0
     driver_upgrade:
       description: The node's C(nvidia.com/gpu-driver-upgrade-state) label, or C(-).
       type: str
