@@ -86,6 +86,9 @@ docs-lint: docs-src ## antsibull-docs' collection docs lint (plugins, roles, doc
 	cd $(DOCS_SRC)/ansible_collections/accelerators/gpu && TMPDIR=$(DOCS_SRC)/tmp $(DOCS_ENV) antsibull-docs lint-collection-docs --plugin-docs --check-extra-docs-refs .
 	$(DOCS_ENV) antsibull-changelog lint
 	$(DOCS_ENV) antsibull-changelog lint-changelog-yaml changelogs/changelog.yaml
+	@# CHANGELOG.md is antsibull-changelog's rendering of changelogs/changelog.yaml: rendered again in the copy, the same.
+	cd $(DOCS_SRC)/ansible_collections/accelerators/gpu && $(DOCS_ENV) antsibull-changelog generate \
+	  && diff -u $(CURDIR)/CHANGELOG.md CHANGELOG.md
 
 # Four workers, each with a local cluster of its own; a file's tests stay on one worker (they may share a module-scoped
 # fleet). The tests mostly wait on simulated nodes and polls: one worker keeps a core busy a third of the time, four
