@@ -71,10 +71,12 @@ def test_node_reboots_into_the_kernel_asked_for(kubernetes_cluster, make_fleet):
 
 
 def test_kwoks_heartbeat_never_marks_a_rebooting_node_ready(tmp_path):
-    # kwok queues a Ready node's next heartbeat, and a change after which the node matches no stage of kwok's left it
-    # queued: it came during the reboot, with the conditions of the node as queued, and marked the node Ready (an
-    # RHCOS rollout's node that never returns was "Ready" at the rollout's deadline). A plane of its own, whose
-    # heartbeat comes every 1 to 2.5 s instead of 30 to 75, makes one come during the watch below.
+    # kwok queues a Ready node's next heartbeat (Ready=True) and writes it when its delay is over, unless it has seen
+    # the node change first. One written during the reboot marked the node Ready (an RHCOS rollout's node that never
+    # returns was "Ready" at the rollout's deadline): once one left queued, as the rebooting node matched no stage of
+    # kwok's; in a CI run one that came due before kwok, short of CPU, had read that the reboot had started. A plane of
+    # its own, whose heartbeat comes every 1 to 2.5 s instead of 30 to 75; its kwok is frozen while the reboot starts,
+    # until the heartbeat it queued is overdue.
     plane = controlplane.ControlPlane(tmp_path / "state")
     plane.up("kubernetes", heartbeat_seconds=1)
     try:
@@ -82,12 +84,16 @@ def test_kwoks_heartbeat_never_marks_a_rebooting_node_ready(tmp_path):
         spec = gpu_fleet.fleet([{"name": "z-never", "os": {"ubuntu": "22.04"}, "kernel": OLD,
                                  "faults": {"never_returns": True}}], openshift=None)
         [never] = fleet.Fleet(core.api_client, spec, prefix="hb-").apply().wait_ready().node_names
-        core.patch_node(never, {"metadata": {"annotations": {reboots.REBOOT_ANNOTATION: NEW}}})
-        wait_for(lambda: not is_ready(core.read_node(never)), timeout=10, message=never + " NotReady")
-        # Four heartbeat periods at their longest.
-        readiness = [is_ready(event["object"]) for event in kubernetes.watch.Watch().stream(
-            core.list_node, field_selector="metadata.name=" + never, timeout_seconds=10)]
-        assert readiness and not any(readiness), readiness
+        with plane.frozen("kwok"):
+            core.patch_node(never, {"metadata": {"annotations": {reboots.REBOOT_ANNOTATION: NEW}}})
+            down = wait_for(lambda: [n for n in [core.read_node(never)] if not is_ready(n)], timeout=10,
+                            message=never + " NotReady")[0]
+            time.sleep(2.5)  # the longest heartbeat delay
+        # From the NotReady node on, for four heartbeat periods at their longest.
+        readiness = [is_ready(down)] + [is_ready(event["object"]) for event in kubernetes.watch.Watch().stream(
+            core.list_node, field_selector="metadata.name=" + never, resource_version=down.metadata.resource_version,
+            timeout_seconds=10)]
+        assert not any(readiness), readiness
         assert core.read_node(never).metadata.annotations[REBOOTING_ANNOTATION] == "never"
     finally:
         plane.down()

@@ -6,6 +6,7 @@ process (the CLI's `down`, a later pytest session) can find and stop them.
 """
 
 import base64
+import contextlib
 import datetime
 import ipaddress
 import json
@@ -347,6 +348,18 @@ class ControlPlane:
 
     def restart_etcd(self, down_seconds=0.0):
         self.restart("etcd", down_seconds)
+
+    @contextlib.contextmanager
+    def frozen(self, name):
+        """Within the block, one component of the running cluster (kwok, the simulator...) runs no instruction, as a
+        process the CPU does not come to on a loaded machine; after it, it goes on with its timers overdue and the
+        events of the while still to read."""
+        pid = self.info()["pids"][name]
+        _signal_group(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            _signal_group(pid, signal.SIGCONT)
 
     def heal(self):
         """Start again every restartable component found stopped (a test that failed mid-restart); returns their

@@ -340,7 +340,8 @@ class MachineConfigOperator:
         never_returns fault."""
         name = node["metadata"]["name"]
         never = bool((hardware(node).get("faults") or {}).get("never_returns"))
-        # Annotated first: kwok must stop heartbeating before the node is marked NotReady.
+        # Annotated first: kwok must stop heartbeating before the node is marked NotReady (a heartbeat it rendered before
+        # the annotation is refused: stages._HEARTBEAT).
         self.annotate(name, {REBOOTING_ANNOTATION: NEVER if never else "%.3f" % (now + seconds)})
         self.set_ready(name, False, "rebooting into %s" % into)
         if not never:

@@ -5,6 +5,8 @@ Pod status (image pulls, readiness, Job outcomes) is written by the simulator, w
 simulated hardware and registry; kwok therefore gets no pod-ready or pod-complete stage.
 """
 
+import textwrap
+
 # Nodes the simulated machine-config operator is rebooting carry this annotation; kwok must not
 # mark them Ready again until the reboot is over.
 REBOOTING_ANNOTATION = "sim.accelerators.gpu/rebooting"
@@ -62,6 +64,19 @@ phase: Running
 """
 
 
+# A heartbeat lands on the node kwok rendered it from, or not at all: its resourceVersion in the patch makes the API
+# server refuse it (409) once anything else wrote the node. kwok cancels a queued heartbeat only once it has read the
+# node's change, so one that came due before kwok read that the reboot had started (kwok short of CPU), or was being
+# written then, marked the rebooting node Ready over the simulator's NotReady. A real kubelet writes nothing once its
+# machine is down.
+_HEARTBEAT = """{{ $now := Now }}
+{{ $lastTransitionTime := or .metadata.creationTimestamp $now }}
+metadata:
+  resourceVersion: {{ .metadata.resourceVersion | Quote }}
+status:
+""" + textwrap.indent(_node_conditions(), "  ")
+
+
 def stage_documents(heartbeat_seconds=30):
     not_rebooting = {"key": '.metadata.annotations["%s"]' % REBOOTING_ANNOTATION, "operator": "DoesNotExist"}
     node_ready_is = '.status.conditions.[] | select( .type == "Ready" ) | .status'
@@ -78,11 +93,11 @@ def stage_documents(heartbeat_seconds=30):
                       {"key": node_ready_is, "operator": "In", "values": ["True"]}, not_rebooting]},
                   "delay": {"durationMilliseconds": heartbeat_seconds * 1000,
                             "jitterDurationMilliseconds": heartbeat_seconds * 1500},
-                  "next": {"statusTemplate": "{{ $now := Now }}\n{{ $lastTransitionTime := or .metadata.creationTimestamp $now }}\n" + _node_conditions()},
+                  "next": {"patches": [{"subresource": "status", "template": _HEARTBEAT}]},
                   "immediateNextStage": True}},
         # Does nothing, but matching is what cancels the heartbeat kwok queued while the node was Ready: a node that
-        # matches no stage keeps it (kwok 0.7's NodeController.preprocess), and it came during a reboot, with the
-        # conditions of the node as it was queued, and marked the rebooting node Ready.
+        # matches no stage keeps it (kwok 0.7's NodeController.preprocess), and the API server would refuse it
+        # (_HEARTBEAT), as it refuses one kwok took off its queue before it saw the reboot start.
         {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": "node-rebooting"},
          "spec": {"resourceRef": {"apiGroup": "v1", "kind": "Node"},
                   "selector": {"matchExpressions": [
