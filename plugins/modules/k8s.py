@@ -11,7 +11,7 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 module: k8s
 short_description: Manage Kubernetes objects with M(kubernetes.core.k8s), run again through API server faults
-version_added: 0.2.0
+version_added: 0.1.0
 author: accelerators.gpu developers (@accelerators-gpu)
 description:
   - Creates, applies, patches and deletes objects as M(kubernetes.core.k8s) does, with its options.

@@ -11,7 +11,7 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 module: k8s_drain
 short_description: Cordon, drain or uncordon with M(kubernetes.core.k8s_drain), run again through API server faults
-version_added: 0.2.0
+version_added: 0.1.0
 author: accelerators.gpu developers (@accelerators-gpu)
 description:
   - Cordons, drains or uncordons a node as M(kubernetes.core.k8s_drain) does, with its options.

@@ -11,7 +11,7 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 module: k8s_info
 short_description: Read Kubernetes objects with M(kubernetes.core.k8s_info), run again through API server faults
-version_added: 0.2.0
+version_added: 0.1.0
 author: accelerators.gpu developers (@accelerators-gpu)
 description:
   - Reads objects as M(kubernetes.core.k8s_info) does, with its options, and returns its C(resources) and C(api_found).
