@@ -1,8 +1,9 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters of the status playbook over many clusters: each cluster's summary (its entry in the stat gpu_fleet_status)
-and the fleet's table and summary lines. The rows, their cells and the ready rule are stack_status's
-(module_utils/status/stack_status.py); these filters only count and lay them out."""
+and the fleet's table and summary lines. The rows and the ready rule are stack_status's
+(module_utils/status/stack_status.py), the columns and cells status/table's; these filters only count and lay them
+out."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -11,11 +12,9 @@ __metaclass__ = type
 from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.accelerators.gpu.plugins.module_utils.status.stack_status import (
-    HEADERS, aligned, not_ready_reasons, row_cells)
+from ansible_collections.accelerators.gpu.plugins.module_utils.status.stack_status import not_ready_reasons
+from ansible_collections.accelerators.gpu.plugins.module_utils.status.table import table, under_way
 
-# The driver_upgrade of a node no driver upgrade is under way on.
-AT_REST = ('-', 'upgrade-done')
 # How many problems a summary line names; the summary's data carries them all.
 SHOWN_PROBLEMS = 3
 
@@ -57,7 +56,7 @@ def fleet_status_summary(result):
     return {'ready': bool(rows) and all(row['ready'] for row in rows), 'failed': False, 'error': None,
             'gpu_nodes': len(rows), 'ready_nodes': len([row for row in rows if row['ready']]),
             'driver_versions': versions,
-            'mid_upgrade': len([row for row in rows if row['driver_upgrade'] not in AT_REST]),
+            'mid_upgrade': len([row for row in rows if under_way(row, 'driver_upgrade')]),
             'problems': problems}
 
 
@@ -79,24 +78,29 @@ def summary_line(cluster, summary):
         summary['mid_upgrade'], '%s: %s' % (_plural(len(problems), 'problem'), told) if problems else 'no problems')
 
 
-def fleet_status_lines(reads):
-    """The table of every cluster's rows (a CLUSTER column, then stack_status's), a summary line per cluster, and
-    whether the stack is ready on every cluster. reads: {cluster: its stack_status result}, in the order to show."""
+def fleet_status_lines(reads, columns=None):
+    """The table of every cluster's rows (a CLUSTER column, then the columns of stack_status's table: those of
+    columns, status.table's selection, else its default view), a summary line per cluster, and whether the stack is
+    ready on every cluster. reads: {cluster: its stack_status result}, in the order to show."""
     if not isinstance(reads, Mapping):
         raise AnsibleFilterError('fleet_status_lines: expected a dict of stack_status results by cluster, got %s'
                                  % type(reads).__name__)
-    cells = [['CLUSTER'] + [title for _key, title in HEADERS]]
-    summaries = []
+    rows, clusters, summaries = [], [], []
     for cluster, result in reads.items():
         summary = fleet_status_summary(result)
         summaries.append((str(cluster), summary))
         if not summary['failed']:
-            cells.extend([str(cluster)] + row_cells(row) for row in result['nodes'])
+            rows.extend(result['nodes'])
+            clusters.extend([cluster] * len(result['nodes']))
+    try:
+        lines = table(rows, [not_ready_reasons(row) for row in rows], columns, clusters)
+    except ValueError as error:
+        raise AnsibleFilterError('fleet_status_lines: %s' % error)
     not_ready = ['%s%s' % (cluster, ' (status read failed)' if summary['failed'] else '')
                  for cluster, summary in summaries if not summary['ready']]
     verdict = ('GPU stack ready on every cluster' if summaries and not not_ready
                else 'GPU stack NOT ready on %s' % (', '.join(not_ready) or 'any cluster: no cluster read'))
-    return aligned(cells) + [summary_line(cluster, summary) for cluster, summary in summaries] + [verdict]
+    return lines + [summary_line(cluster, summary) for cluster, summary in summaries] + [verdict]
 
 
 class FilterModule(object):

@@ -16,7 +16,8 @@ description:
     in O(namespace), and returns one row per GPU node (a node with an NFD NVIDIA PCI label) with GPUs, product, memory and
     MIG capability (GPU feature discovery's labels, else NFD's PCI device labels), RHCOS version or kernel, driver
     DaemonSet, the readiness of each operand, the driver upgrade state, the MIG layout and its state, allocatable
-    GPUs (MIG devices included) and the last validation; RV(ready); and the rows as text lines (RV(lines)).
+    GPUs (MIG devices included) and the last validation; RV(ready); and the rows as text lines (RV(lines)), in the
+    columns O(columns) selects.
   - Reads each list once, in the smallest form that carries what the rows show; full Nodes only, for their
     allocatable and capacity, which no smaller view carries; the pods as Table cells only (name, node, readiness,
     no metadata), read per operand component and per driver DaemonSet, whose label selectors say what the pods are;
@@ -38,6 +39,24 @@ options:
       - Label selector of the nodes to show, for example C(node-role.kubernetes.io/worker).
       - All GPU nodes when omitted.
     type: str
+  columns:
+    description:
+      - The columns of RV(lines). Omitted, the default view, which fits a terminal of 120 columns as
+        C(ansible-playbook) prints it. It shows C(NODE), C(GPUS), C(PRODUCT), C(DRIVER) (the version of the driver
+        loaded, and the state of its pod), C(STACK) (C(ready), or the first reason it is not, shortened with an
+        ellipsis where the line would be wider), and, before C(STACK) and only while some node has one under way,
+        C(DRIVER UPGRADE) (a driver upgrade state other than none or C(upgrade-done)) and C(MIG CONFIG) (a MIG
+        layout not applied with success yet).
+      - V(wide) for every column, in full.
+      - Else the names of the columns to show, in that order, in full, after C(NODE), which is always first. The names
+        are V(node), V(gpus), V(product), V(memory), V(mig_capable), V(os), V(driver_daemonset), V(driver),
+        V(driver_upgrade), V(toolkit), V(device_plugin), V(sharing), V(mps_control_daemon), V(dra_driver),
+        V(dcgm_exporter), V(gpu_feature_discovery), V(mig_manager), V(mig_config), V(allocatable), V(dra_devices),
+        V(validation), V(stack) (the order of the wide view). An unknown name fails the module before it reads
+        anything, naming it and the valid names.
+      - RV(nodes) has every field whatever the columns.
+    type: list
+    elements: str
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - accelerators.gpu.api_retry
@@ -55,6 +74,16 @@ EXAMPLES = r'''
 - name: Print it as a table
   ansible.builtin.debug:
     msg: "{{ status.lines }}"
+
+- name: Read it with every column of the table
+  accelerators.gpu.stack_status:
+    columns: wide
+  register: status_wide
+
+- name: Read it with the columns of the operands' readiness
+  accelerators.gpu.stack_status:
+    columns: [driver, toolkit, device_plugin, dcgm_exporter, gpu_feature_discovery, stack]
+  register: status_operands
 '''
 
 RETURN = r'''
@@ -99,7 +128,8 @@ nodes:
       description:
         - The version of the driver loaded on the node, as GPU feature discovery labels it from NVML
           (C(nvidia.com/cuda.driver-version.full), else C(nvidia.com/cuda.driver.major), C(minor) and C(rev)), or
-          null where GPU feature discovery has not labelled the node. Not a column of RV(lines).
+          null where GPU feature discovery has not labelled the node. The column C(DRIVER) of RV(lines) shows it
+          before RV(nodes[].driver).
       type: str
     toolkit:
       description: Readiness of the container toolkit pod, as for RV(nodes[].driver).
@@ -202,12 +232,19 @@ pending_claims:
   sample: [{claim: ml/train-gpu-x7k2p, pod: ml/train, reason: "0/3 nodes are available: 3 cannot allocate all claims."}]
 lines:
   description:
-    - The rows as text aligned under a header, a line for each node whose driver upgrade failed (with the cause)
+    - The rows as text aligned under a header, in the columns of O(columns), a line for each node whose driver upgrade
+      failed (with the cause)
       and each node no driver DaemonSet serves, a line for each of RV(pending_claims), one for RV(dra_controller),
       then whether the stack is ready on every GPU node.
   returned: always
   type: list
   elements: str
+  sample:
+    - "NODE               GPUS  PRODUCT                DRIVER            STACK"
+    - "gpu-a100-0         8     NVIDIA-A100-SXM4-80GB  570.172.08 ready  ready"
+    - "gpu-host-driver-0  4     NVIDIA-L40S            570.172.08 host   ready"
+    - "gpu-l40s-0         4     NVIDIA-L40S            CrashLoopBackOff  driver CrashLoopBackOff"
+    - "GPU stack NOT ready on gpu-l40s-0"
 api_requests:
   description: HTTP requests sent to the API server, by verb.
   returned: always
@@ -235,6 +272,7 @@ def main():
     run_module(dict(
         namespace=dict(type='str', default='nvidia-gpu-operator'),
         label_selector=dict(type='str'),
+        columns=dict(type='list', elements='str'),
     ), run)
 
 

@@ -7,8 +7,9 @@
   CRDs of OLM and the Prometheus Operator, fetch-crds.sh; schemas written from the real APIs,
   tools/localcluster/crds): on that deployed cluster, a misspelt field of anything the collection renders is refused,
   per API group, and every object of every custom kind (the collection's, the simulated operators') is valid as it is.
+- The status playbook's table fits a terminal of 120 columns there, as `make demo` prints it.
 
-One cluster and one first deploy of the demo fleet for both: they are most of the time either would take alone.
+One cluster and one first deploy of the demo fleet for all: they are most of the time any would take alone.
 """
 
 import collections
@@ -51,6 +52,18 @@ SCC = {"apiVersion": "security.openshift.io/v1", "kind": "SecurityContextConstra
 ICSP = {"apiVersion": "operator.openshift.io/v1alpha1", "kind": "ImageContentSourcePolicy",
         "metadata": {"name": "t-mirrors"}, "spec": {"repositoryDigestMirrors": [
             {"source": "quay.io/openshift-release-dev", "mirrors": ["mirror.example.test/ocp"]}]}}
+
+
+# Every title of the status table's wide view, in its order.
+STATUS_TITLES = ["NODE", "GPUS", "PRODUCT", "MEMORY MiB", "MIG", "RHCOS / KERNEL", "DRIVER DAEMONSET", "DRIVER",
+                 "DRIVER UPGRADE", "TOOLKIT", "DEVICE PLUGIN", "SHARING", "MPS DAEMON", "DRA DRIVER", "DCGM EXPORTER",
+                 "GFD", "MIG MANAGER", "MIG CONFIG", "ALLOCATABLE", "DRA DEVICES", "LAST VALIDATION", "STACK"]
+# Every field of a node's row in gpu_stack_status (the stack_status module's RETURN), whatever the table shows.
+STATUS_FIELDS = {"node", "gpus", "product", "memory", "mig_capable", "gpu_info", "os", "driver_daemonset", "driver",
+                 "driver_version", "toolkit", "device_plugin", "dra_driver", "stack", "dra_devices", "dra_allocated",
+                 "dcgm_exporter", "gpu_feature_discovery", "mig_manager", "mps_control_daemon", "sharing",
+                 "sharing_replicas", "driver_upgrade", "driver_upgrade_failure", "mig_config", "mig_config_state",
+                 "allocatable", "validation", "validated_at", "without_driver_daemonset", "ready"}
 
 
 # Where Molecule would install the collection under test if HOME were the user's.
@@ -180,3 +193,41 @@ def test_the_collections_writes_are_strict_a_misspelt_field_fails_the_task_namin
         "api_version": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigPool", "name": pool,
         "state": "patched", "merge_type": "merge", "definition": {"spec": {"pasued": True}}})], check=True)
     assert any('unknown field "spec.pasued"' in warning for warning in patched.get("warnings") or []), patched
+
+
+def status_table(run):
+    (table,) = [result["msg"] for name, result in run.results if name == "Print the status table"]
+    return table
+
+
+def test_status_fits_a_terminal_of_120_columns_and_wide_shows_every_column_with_the_same_data(demo):
+    """ansible-playbook accelerators.gpu.status as make demo runs it, with ansible-core's default output: every line
+    it prints fits 120 columns; with status_columns=wide the table has every column, and gpu_stack_status is the same
+    in both, every field of every row."""
+    cluster, _run, _pooled, _molecule = demo
+    env = dict(cluster.env, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="true")
+    printed = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
+                              "accelerators.gpu.status"], env=env, capture_output=True, text=True, timeout=300,
+                             check=False)
+    assert printed.returncode == 0 and "WARNING" not in printed.stderr, printed.stdout[-3000:] + printed.stderr[-3000:]
+    print(printed.stdout)
+    lines = printed.stdout.splitlines()
+    header = [line for line in lines if line.lstrip().startswith('"NODE ')]
+    assert [line.split() for line in header] == [['"NODE', "GPUS", "PRODUCT", "DRIVER", 'STACK",']], lines
+    assert [line for line in lines if len(line) > 120] == []
+
+    default = playbook(cluster, "status").succeeded()
+    wide = playbook(cluster, "status", {"status_columns": "wide"}).succeeded()
+    table, wide_table = status_table(default), status_table(wide)
+    # The default view's lines as printed above, ready on every GPU node of the demo fleet.
+    assert ['        "%s",' % line for line in table[:-1]] == lines[lines.index(header[0]):][:len(table) - 1]
+    status = default.report["global_custom_stats"]["gpu_stack_status"]
+    assert status["ready"] is True and len(status["nodes"]) == 5
+    assert table[1:len(status["nodes"]) + 1] == [line for line in table if line.endswith("  ready")]
+    # Each title between two columns' gaps, in the order of the list.
+    titles = "  %s  " % wide_table[0]
+    assert [title for title in STATUS_TITLES if "  %s  " % title not in titles] == []
+    assert sorted(STATUS_TITLES, key=lambda title: titles.index("  %s  " % title)) == STATUS_TITLES
+    assert len(wide_table) == len(table) and max(len(line) for line in wide_table) > 120
+    assert wide.report["global_custom_stats"]["gpu_stack_status"] == status
+    assert [sorted(set(row) ^ STATUS_FIELDS) for row in status["nodes"]] == [[]] * 5

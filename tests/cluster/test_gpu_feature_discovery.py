@@ -107,9 +107,11 @@ def check_gfd_deployed(cluster, namespace, first, names):
 
 
 def check_gfd_status(cluster, variables, names):
-    """The status playbook shows each GPU node's hardware as GFD labelled it, in its report and its table."""
+    """The status playbook shows each GPU node's hardware as GFD labelled it, in its report and in the table of the
+    columns chosen."""
     groups, gpu_nodes, _cpu = fleet_groups(names)
-    status_run = no_warnings(playbook(cluster, "status", variables).succeeded())
+    status_run = no_warnings(playbook(cluster, "status", dict(
+        variables, status_columns=["gpus", "product", "memory", "mig_capable"])).succeeded())
     status = status_run.report["global_custom_stats"]["gpu_stack_status"]
     assert status["ready"] is True
     rows = {row["node"]: row for row in status["nodes"]}
@@ -121,9 +123,9 @@ def check_gfd_status(cluster, variables, names):
                 row["gpus"]) == (groups[name]["gpu"]["product"], model["memory"], model["mig_capable"], "gfd",
                                  "ready", groups[name]["gpu"]["count"])
     (table,) = [result["msg"] for name, result in status_run.results if name == "Print the status table"]
-    assert table[0].split()[:6] == ["NODE", "GPUS", "PRODUCT", "MEMORY", "MiB", "MIG"]
+    assert table[0].split() == ["NODE", "GPUS", "PRODUCT", "MEMORY", "MiB", "MIG"]
     for line in table[1:1 + len(gpu_nodes)]:
-        node, _gpus, product, memory, mig = line.split()[:5]
+        node, _gpus, product, memory, mig = line.split()
         assert (product, memory, mig) == (rows[node]["product"], str(rows[node]["memory"]),
                                           "yes" if rows[node]["mig_capable"] else "no")
 

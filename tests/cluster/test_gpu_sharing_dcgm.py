@@ -61,7 +61,7 @@ def test_mps_replicas_follow_the_control_daemon_status_shows_each_nodes_sharing(
         mps: ("mps", "4", "true", "NVIDIA-A100-SXM4-80GB-SHARED"),
         sliced: ("time-slicing", "3", "false", "NVIDIA-A100-SXM4-80GB-SHARED"),
         plain: ("none", "1", "false", "NVIDIA-A100-SXM4-80GB")}
-    status = run(cluster, "accelerators.gpu.stack_status", {"namespace": namespace,
+    status = run(cluster, "accelerators.gpu.stack_status", {"namespace": namespace, "columns": ["sharing", "stack"],
                                                             "label_selector": "sim.accelerators.gpu/fleet"})
     rows = {row["node"]: row for row in status["nodes"] if row["node"] in (mps, sliced, plain)}
     assert {node: (row["sharing"], row["sharing_replicas"], row["mps_control_daemon"]) for node, row in rows.items()} \

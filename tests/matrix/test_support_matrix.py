@@ -252,8 +252,9 @@ def test_smoke_deploy_driver_rollout_status_uninstall(combination, demo, tmp_pat
         assert allocatable(demo) == demo.gpus
         assert not any(demo.core.read_node(node).spec.unschedulable for node in demo.gpus)
 
-        # Status: the table has a row for every GPU node, with its GPU count, and the driven ones' upgrade done.
-        status = playbooks.run("status")
+        # Status: the table (every column) has a row for every GPU node, with its GPU count, and the driven ones'
+        # upgrade done.
+        status = playbooks.run("status", "-e", "status_columns=wide")
         table = status[status.index("Print the status table"):]
         for node, count in demo.gpus.items():
             rows = [line for line in table.splitlines() if re.match(r'\W*%s\s+%d\s' % (re.escape(node), count), line)]

@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The per-node status table of the GPU stack, and the stack_status module's work: reading what it shows.
+"""The per-node status of the GPU stack, and the stack_status module's work: reading what it shows. Its table's
+columns and lines are table's (status/table.py).
 
 run() takes the module and a k8s.api.ClusterAPI (or any object with the same methods); the rest is pure.
 """
@@ -14,12 +15,13 @@ from ..dra import (
     published_devices)
 from ..driver.plan import is_managed_driver, serves
 from ..driver.upgrade_plan import FAILURE_ANNOTATION, STATE_LABEL
-from ..k8s.errors import APIError
+from ..k8s.errors import APIError, TaskError
 from ..k8s.views import NODE_FULL, POD_CELLS, POD_FULL, POD_READINESS
 from ..nodes.facts import DRA_DRIVER as DRA_OPERAND, node_facts
 from ..nodes.gfd_labels import driver_version, gpu_summary
 from ..operands.checks.deployments import deployment_state
 from ..operands.checks.objects import selector_string
+from .table import selected_columns, table, under_way
 
 COMPONENT = 'app.kubernetes.io/component'
 DRIVER = 'nvidia-driver'
@@ -51,13 +53,6 @@ NODE_ANNOTATION = 'accelerators.gpu/node'
 MANAGED_SELECTOR = 'app.kubernetes.io/managed-by=accelerators.gpu'
 VALIDATION_SELECTOR = COMPONENT + '=gpu-validation'
 DRIVER_DAEMONSETS_SELECTOR = MANAGED_SELECTOR + ',' + COMPONENT + '=' + DRIVER
-HEADERS = (('node', 'NODE'), ('gpus', 'GPUS'), ('product', 'PRODUCT'), ('memory', 'MEMORY MiB'), ('mig_capable', 'MIG'),
-           ('os', 'RHCOS / KERNEL'), ('driver_daemonset', 'DRIVER DAEMONSET'),
-           ('driver', 'DRIVER'), ('driver_upgrade', 'DRIVER UPGRADE'), ('toolkit', 'TOOLKIT'), ('device_plugin', 'DEVICE PLUGIN'),
-           ('sharing', 'SHARING'), (MPS_CONTROL_DAEMON, 'MPS DAEMON'), ('dra_driver', 'DRA DRIVER'),
-           ('dcgm_exporter', 'DCGM EXPORTER'), ('gpu_feature_discovery', 'GFD'), ('mig_manager', 'MIG MANAGER'),
-           ('mig_config', 'MIG CONFIG'), ('allocatable', 'ALLOCATABLE'), ('dra_devices', 'DRA DEVICES'),
-           ('validation', 'LAST VALIDATION'))
 
 
 def pod_readiness(pod):
@@ -147,8 +142,8 @@ def pending_claims(claims, pods):
 
 def node_rows(facts, nodes, pods, jobs, daemonsets=None, resource='nvidia.com/gpu', dra=None):
     """One row a GPU node: facts are nfd_labels' nodes, nodes the Node objects, pods the stack's pods, jobs its
-    validation Jobs, daemonsets the stack's driver DaemonSets (all as dicts). Columns are HEADERS' keys; an operand
-    column is 'ready', why it is not, or '-'.
+    validation Jobs, daemonsets the stack's driver DaemonSets (all as dicts). An operand's field is 'ready', why it
+    is not, or '-'.
     product, memory (MiB) and mig_capable come from GPU feature discovery's labels, else from NFD's PCI device
     labels (gpu_info says which: 'gfd', 'pci' or None).
     without_driver_daemonset: the node is to get the stack's driver (nvidia.com/gpu.deploy.driver=true) and no driver
@@ -236,7 +231,7 @@ def not_ready_reasons(row):
                    for column, _component in OPTIONAL_OPERANDS if row[column] not in ('ready', '-'))
     if row.get('sharing') == 'mps' and row[MPS_CONTROL_DAEMON] == '-':
         reasons.append('mps control daemon no pod')
-    if row['driver_upgrade'] not in ('-', 'upgrade-done'):
+    if under_way(row, 'driver_upgrade'):
         failure = row.get('driver_upgrade_failure')
         reasons.append('driver upgrade: %s%s' % (row['driver_upgrade'], ' (%s)' % failure if failure else ''))
     if row['without_driver_daemonset']:
@@ -251,39 +246,12 @@ def not_ready_reasons(row):
     return reasons
 
 
-def _cell(row, key):
-    value = row[key]
-    if key == 'mig_capable':
-        return '-' if value is None else 'yes' if value else 'no'
-    if key == 'sharing':
-        return '-' if value is None else value if value == 'none' else '%s x%s' % (value, row['sharing_replicas'])
-    if key == 'mig_config':
-        return '%s (%s)' % (value, row['mig_config_state'] or 'no state') if value else '-'
-    if key == 'dra_devices':
-        return '-' if value is None else '%d (%d allocated)' % (value, row['dra_allocated'])
-    if key == 'validation':
-        return ' '.join('%s:%s' % item for item in value.items()) + (
-            ' (%s)' % row['validated_at'] if row['validated_at'] else '') if value else '-'
-    return '-' if value is None else str(value)
-
-
-def row_cells(row):
-    """A row's table cells (text), in the order of HEADERS."""
-    return [_cell(row, key) for key, _title in HEADERS]
-
-
-def aligned(cells):
-    """Lines of cells (lists of text of the same length, the header first) as text lines, each column as wide as
-    its widest cell."""
-    widths = [max(len(line[index]) for line in cells) for index in range(len(cells[0]))]
-    return ['  '.join(text.ljust(width) for text, width in zip(line, widths)).rstrip() for line in cells]
-
-
-def table_lines(rows, claims=()):
-    """The rows as aligned text lines under a header, for people, then a line for each node that needs something
-    done: a failed driver upgrade with its cause, no driver DaemonSet for what the node runs; then a line for each
-    GPU claim the scheduler could not allocate (pending_claims()), with its reason."""
-    lines = aligned([[title for _key, title in HEADERS]] + [row_cells(row) for row in rows])
+def table_lines(rows, claims=(), columns=None):
+    """The rows as aligned text lines under a header, for people, in the columns of columns (table's
+    selected_columns(), else its default view), then a line for each node that needs something done: a failed
+    driver upgrade with its cause, no driver DaemonSet for what the node runs; then a line for each GPU claim the
+    scheduler could not allocate (pending_claims()), with its reason."""
+    lines = table(rows, [not_ready_reasons(row) for row in rows], columns)
     for row in rows:
         if row.get('driver_upgrade_failure'):
             lines.append('%s: driver upgrade-failed: %s' % (row['node'], row['driver_upgrade_failure']))
@@ -400,6 +368,10 @@ def read_dra(api):
 
 def run(module, api):
     params = module.params
+    try:
+        selected_columns(params['columns'])
+    except ValueError as error:
+        raise TaskError('columns: %s' % error)
     facts, nodes, warnings = read_gpu_nodes(api, params['label_selector'])
     daemonsets = api.list_daemonsets(params['namespace'], DRIVER_DAEMONSETS_SELECTOR)
     pods = read_operand_pods(api, params['namespace'], daemonsets)
@@ -415,7 +387,7 @@ def run(module, api):
     controller = deployment_state(found) if found else None
     for warning in warnings:
         module.warn(warning)
-    lines = table_lines(rows, claims) + ([controller_line(controller)] if controller else [])
+    lines = table_lines(rows, claims, params['columns']) + ([controller_line(controller)] if controller else [])
     return {'changed': False, 'nodes': rows, 'dra_controller': controller,
             'ready': bool(rows) and all(row['ready'] for row in rows) and (controller is None or controller['ready']),
             'pending_claims': claims, 'lines': lines + [verdict(rows, controller)]}

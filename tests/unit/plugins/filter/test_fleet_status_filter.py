@@ -129,6 +129,21 @@ def test_the_fleet_table_has_a_cluster_column_then_the_node_columns_and_a_summar
         "GPU stack ready on every cluster"]
 
 
+def test_the_fleet_table_shows_the_columns_chosen_and_the_upgrade_column_while_a_cluster_upgrades():
+    assert fleet_status_lines({"ocp-a": healthy()})[0] == "CLUSTER  NODE      GPUS  PRODUCT  DRIVER            STACK"
+    upgrading = status(gpu_node("b", version="550.90.07", upgrade="drain-required"))
+    lines = fleet_status_lines({"ocp-a": healthy(), "ocp-b": upgrading})
+    assert lines[0] == "CLUSTER  NODE      GPUS  PRODUCT  DRIVER            DRIVER UPGRADE  STACK"
+    assert lines[6] == ("ocp-b    b         8     -        550.90.07 ready   drain-required  "
+                        "driver upgrade: drain-required")
+    wide = fleet_status_lines({"ocp-a": healthy()}, "wide")
+    assert wide[0].startswith("CLUSTER  NODE      GPUS  PRODUCT  MEMORY MiB") and wide[0].endswith("  STACK")
+    assert fleet_status_lines({"ocp-a": healthy()}, ["driver"])[:2] == [
+        "CLUSTER  NODE      DRIVER", "ocp-a    gpu-0     570.172.08 ready"]
+    with pytest.raises(AnsibleFilterError, match="^fleet_status_lines: unknown status column 'gpu': the columns are "):
+        fleet_status_lines({"ocp-a": healthy()}, ["gpu"])
+
+
 def test_a_failed_cluster_is_listed_with_its_error_and_the_others_are_shown():
     lines = fleet_status_lines({"ocp-a": healthy(), "ocp-b": {"failed": True, "msg": CONNECTION_REFUSED},
                                 "ocp-c": status()})

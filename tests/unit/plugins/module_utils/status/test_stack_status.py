@@ -1,13 +1,17 @@
-"""The status table: operand readiness per node, newest validation per check, host drivers, alignment."""
+"""The status rows and lines: operand readiness per node, newest validation per check, host drivers, the module's
+reads and its columns."""
 
 import copy
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.errors import APIError
+import pytest
+
+from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.errors import APIError, TaskError
 from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.views import (
     NODE_FULL, POD_CELLS, POD_FULL, POD_READINESS)
 from ansible_collections.accelerators.gpu.plugins.module_utils.status.stack_status import (
-    HEADERS, aligned, dra_devices, node_rows, not_ready_reasons, operand_pod_reads, pending_claims, read_gpu_nodes,
-    row_cells, run, status_node, table_lines, verdict)
+    dra_devices, node_rows, not_ready_reasons, operand_pod_reads, pending_claims, read_gpu_nodes, run, status_node,
+    table_lines, verdict)
+from ansible_collections.accelerators.gpu.plugins.module_utils.status.table import cell
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.fakes import matches
 
 
@@ -57,13 +61,15 @@ def test_ready_node_pre_installed_driver_and_a_failing_pull():
     assert second["gpus"] is None and second["validation"] == {}
 
 
-def test_table_lines_align_under_the_header():
+def test_table_lines_align_under_the_header_in_the_default_view_or_the_columns_chosen():
     rows = node_rows([fact("gpu-node-0")], [node("gpu-node-0", 4)], [], [job("gpu-node-0", "cuda", failed=1)])
-    lines = table_lines(rows)
-    assert lines[0].split()[:2] == ["NODE", "GPUS"]
-    assert lines[1].startswith("gpu-node-0  4  ")
-    assert lines[0].index("GPUS") == lines[1].index("4 ")
-    assert lines[1].endswith("cuda:failed (2026-01-01T00:00:00Z)")
+    assert table_lines(rows)[:2] == ["NODE        GPUS  PRODUCT  DRIVER  STACK",
+                                     "gpu-node-0  4     -        -       driver no pod"]
+    lines = table_lines(rows, columns=["validation"])
+    assert lines[:2] == ["NODE        LAST VALIDATION", "gpu-node-0  cuda:failed (2026-01-01T00:00:00Z)"]
+    wide = table_lines(rows, columns=["wide"])
+    assert wide[0].split()[:2] == ["NODE", "GPUS"] and wide[0].index("GPUS") == wide[1].index("4 ")
+    assert "cuda:failed (2026-01-01T00:00:00Z)" in wide[1]
 
 
 def test_product_memory_and_mig_from_gfd_else_from_nfd_pci_labels_and_gfd_readiness():
@@ -82,7 +88,7 @@ def test_product_memory_and_mig_from_gfd_else_from_nfd_pci_labels_and_gfd_readin
     assert summary == [("NVIDIA-A100-SXM4-80GB", 81920, True, "gfd", "ready", True),
                        ("NVIDIA-L40S", 46068, False, "pci", "CrashLoopBackOff", False),
                        (None, None, None, None, "-", True)]
-    lines = table_lines(rows)
+    lines = table_lines(rows, columns=["wide"])
     assert lines[0].split()[:6] == ["NODE", "GPUS", "PRODUCT", "MEMORY", "MiB", "MIG"]
     assert lines[1].split()[:5] == ["a", "8", "NVIDIA-A100-SXM4-80GB", "81920", "yes"]
     assert lines[3].split()[:5] == ["c", "2", "-", "-", "-"]
@@ -93,8 +99,9 @@ def test_driver_version_of_each_row_from_gfd_labels():
     labelled["metadata"]["labels"] = {"nvidia.com/cuda.driver-version.full": "570.172.08"}
     rows = node_rows([fact("a"), fact("b", driver="pre-installed")], [labelled, node("b", 4)], [], [])
     assert [(row["node"], row["driver_version"]) for row in rows] == [("a", "570.172.08"), ("b", None)]
-    # Not a column: the table stays as it was.
-    assert "570.172.08" not in "\n".join(table_lines(rows))
+    # The column DRIVER: the version loaded, then the state of the driver pod ("-": none), or the host's driver.
+    assert [line.split()[:4] for line in table_lines(rows)[:3]] == [
+        ["NODE", "GPUS", "PRODUCT", "DRIVER"], ["a", "8", "-", "570.172.08"], ["b", "4", "-", "host"]]
 
 
 def test_not_ready_reasons_say_what_the_ready_rule_misses():
@@ -115,12 +122,6 @@ def test_not_ready_reasons_say_what_the_ready_rule_misses():
     unvalidated = node_rows([fact("c", driver="pre-installed")], [node("c", 2)],
                             [pod("c", component) for component in OPERANDS], [])[0]
     assert not_ready_reasons(unvalidated) == ["not validated"] and not unvalidated["ready"]
-
-
-def test_aligned_pads_every_column_to_its_widest_cell():
-    assert aligned([["A", "BB"], ["ccc", "d"]]) == ["A    BB", "ccc  d"]
-    row = node_rows([fact("a")], [node("a", 8)], [], [])[0]
-    assert aligned([["NODE"] + ["X"] * (len(row_cells(row)) - 1), row_cells(row)])[1].startswith("a     8  ")
 
 
 def driver_daemonset(build, managed=True):
@@ -169,7 +170,9 @@ def test_mig_layout_and_manager_per_node_and_mig_devices_count_as_allocatable():
     # Without a MIG manager (no MIG-capable GPU) a node is ready all the same.
     assert (second["mig_manager"], second["mig_config"], second["ready"]) == ("-", None, True)
     assert first["ready"] is True
-    lines = table_lines([first, second])
+    # Applied: a column of the wide view, not of the default one.
+    assert "MIG CONFIG" not in table_lines([first, second])[0]
+    lines = table_lines([first, second], columns="wide")
     assert "all-1g.10gb (success)" in lines[1] and "MIG CONFIG" in lines[0]
 
 
@@ -187,11 +190,16 @@ def test_sharing_per_node_from_gfd_labels_and_an_mps_node_needs_its_control_daem
         == {"mps": ("mps", 4, "-"), "ts": ("time-slicing", 2, "-"), "none": ("none", 1, "-"), "old": (None, None, "-")}
     assert not_ready_reasons(rows["mps"]) == ["mps control daemon no pod"]
     assert [name for name, row in rows.items() if not row["ready"]] == ["mps"]
-    cells = dict((name, dict(zip([key for key, _title in HEADERS], row_cells(row)))) for name, row in rows.items())
-    assert [cells[name]["sharing"] for name in names] == ["mps x4", "time-slicing x2", "none", "-"]
+    assert [cell(rows[name], "sharing", []) for name in names] == ["mps x4", "time-slicing x2", "none", "-"]
     pods.append(pod("mps", "nvidia-mps-control-daemon"))
     row = node_rows([fact("mps")], nodes[:1], pods, jobs)[0]
     assert (row["mps_control_daemon"], row["ready"]) == ("ready", True)
+
+
+def status_module(label_selector=None, columns=None):
+    """The stack_status module as run() uses it: its params, and its warnings kept."""
+    return type("Module", (), {"params": {"namespace": "gpu", "label_selector": label_selector, "columns": columns},
+                               "warnings": [], "warn": lambda self, message: self.warnings.append(message)})()
 
 
 class StatusCluster:
@@ -265,8 +273,7 @@ def test_the_module_reads_each_list_once_keeps_only_what_rows_show_and_says_wher
     for pod_read in cluster.pods:
         pod_read["metadata"]["labels"]["app"] = "nvidia-driver-daemonset-" + build
     cluster.nodes[0]["metadata"]["labels"]["nvidia.com/gpu-driver-upgrade-state"] = "upgrade-failed"
-    module = type("Module", (), {"params": {"namespace": "gpu", "label_selector": "role=gpu"}, "warnings": [],
-                                 "warn": lambda self, message: self.warnings.append(message)})()
+    module = status_module("role=gpu")
     result = run(module, cluster)
     managed = "app.kubernetes.io/managed-by=accelerators.gpu"
     drivers = managed + ",app.kubernetes.io/component=nvidia-driver"
@@ -290,6 +297,14 @@ def test_the_module_reads_each_list_once_keeps_only_what_rows_show_and_says_wher
         "status": {"capacity": {"nvidia.com/gpu": "8"}, "allocatable": {"nvidia.com/gpu": "8", "cpu": "64"}}}
 
 
+def test_an_unknown_column_fails_the_module_before_it_reads_anything():
+    cluster = StatusCluster([full_node("a", "9.6.20260303-1")], [], [], [])
+    with pytest.raises(TaskError) as failed:
+        run(status_module(columns=["node", "driver_state"]), cluster)
+    assert str(failed.value).startswith("columns: unknown status column 'driver_state': the columns are node, gpus, ")
+    assert cluster.reads == []
+
+
 def test_verdict_names_the_nodes_not_ready_and_an_empty_fleet():
     assert verdict([{"node": "a", "ready": True}]) == "GPU stack ready on every GPU node"
     assert verdict([{"node": "a", "ready": False}, {"node": "b", "ready": True}, {"node": "c", "ready": False}]) == (
@@ -309,8 +324,7 @@ def test_pods_are_read_per_component_and_per_driver_daemonset_and_rows_are_those
              # A managed pod of no operand column is not read.
              pod("a", "gpu-validation")]
     jobs = [job(name, "cuda", succeeded=1) for name in ("a", "b", "c")]
-    module = type("Module", (), {"params": {"namespace": "gpu", "label_selector": None}, "warnings": [],
-                                 "warn": lambda self, message: self.warnings.append(message)})()
+    module = status_module()
     cells = StatusCluster(nodes, pods, jobs, [driver_daemonset(build)])
     result = run(module, cells)
     rows = [(row["node"], row["driver"], row["driver_daemonset"], row["gpu_feature_discovery"], row["mig_manager"],
@@ -376,8 +390,7 @@ def test_a_dra_node_is_ready_with_its_kubelet_plugin_and_published_gpus_and_pend
     cluster = StatusCluster(nodes, pods + [unschedulable], [job(name, "cuda", succeeded=1) for name in ("dp",)]
                             + [job(name, "dra", succeeded=1) for name in ("dra", "dra-empty")],
                             [driver_daemonset(build)], resource_lists=lists)
-    module = type("Module", (), {"params": {"namespace": "gpu", "label_selector": None}, "warnings": [],
-                                 "warn": lambda self, message: self.warnings.append(message)})()
+    module = status_module(columns=["dra_devices", "STACK"])
     result = run(module, cluster)
     rows = dict((row["node"], row) for row in result["nodes"])
     assert [(rows[name]["stack"], rows[name]["dra_devices"], rows[name]["dra_allocated"], rows[name]["ready"])
@@ -390,7 +403,9 @@ def test_a_dra_node_is_ready_with_its_kubelet_plugin_and_published_gpus_and_pend
     assert ("pods", "ml", None, POD_FULL) in cluster.reads
     assert result["lines"][-2] == ("claim ml/train-gpu-x of pod ml/train pending: 0/3 nodes are available: 3 cannot "
                                    "allocate all claims.")
-    assert "2 (1 allocated)" in result["lines"][2] and "DRA DEVICES" in result["lines"][0]
+    assert result["lines"][:4] == ["NODE       DRA DEVICES      STACK", "dp         -                ready",
+                                   "dra        2 (1 allocated)  ready",
+                                   "dra-empty  0 (0 allocated)  no GPUs published (ResourceSlice of gpu.nvidia.com)"]
     # A claim of every GPU of a node with admin access (the node agents') allocates none of them.
     agents = claim("agents", "dra")
     agents["status"]["allocation"]["devices"]["results"] = [
@@ -410,8 +425,7 @@ def test_the_compute_domain_controller_is_shown_and_the_stack_not_ready_while_it
             for component in ("nvidia-driver",) + OPERANDS + ("nvidia-dra-driver-kubelet-plugin",)
             if component != "nvidia-device-plugin"]
     path = "/apis/apps/v1/namespaces/gpu/deployments/nvidia-dra-driver-controller"
-    module = type("Module", (), {"params": {"namespace": "gpu", "label_selector": None}, "warnings": [],
-                                 "warn": lambda self, message: self.warnings.append(message)})()
+    module = status_module()
     deployment = {"metadata": {"name": "nvidia-dra-driver-controller", "namespace": "gpu", "generation": 2},
                   "spec": {"replicas": 1}, "status": {"observedGeneration": 2, "updatedReplicas": 1}}
     results = []
