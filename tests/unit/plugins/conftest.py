@@ -24,9 +24,11 @@ def ansiballz_wrapper():
     def wrapper(interpreter='/venv/bin/python3',
                 module_fqn='ansible_collections.accelerators.gpu.plugins.modules.cluster_facts'):
         if _has_ansiballz_loader():  # ansible-core 2.19 on: the arguments the wrapper calls _ansiballz_main with
-            named = 'if __name__ == "__main__":\n    _ansiballz_main(\nmodule_fqn=%r,\nprofile=\'legacy\',\n)\n' % module_fqn
+            named = "if __name__ == '__main__':\n    _ansiballz_main(\nmodule_fqn=%r,\nprofile='legacy',\n)\n" % (
+                module_fqn,)
         else:  # before 2.19: the wrapper runs the module itself
-            named = ('        runpy.run_module(mod_name=%r, init_globals=dict(_module_fqn=%r, _modlib_path=modlib_path),\n'
+            named = ("        runpy.run_module(mod_name=%r, init_globals=dict(_module_fqn=%r, "
+                     "_modlib_path=modlib_path),\n"
                      "                         run_name='__main__', alter_sys=True)\n" % (module_fqn, module_fqn))
         return ('#!%s\n# -*- coding: utf-8 -*-\n_ANSIBALLZ_WRAPPER = True\n%s' % (interpreter, named)).encode('utf-8')
     return wrapper
