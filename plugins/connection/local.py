@@ -73,6 +73,7 @@ import gc
 import multiprocessing
 
 from ansible.plugins.connection.local import Connection as LocalConnection
+from ansible_collections.accelerators.gpu.plugins.module_utils import module_worker
 from ansible_collections.accelerators.gpu.plugins.module_utils.module_worker import NotServed
 from ansible_collections.accelerators.gpu.plugins.plugin_utils.worker_action import ran_by_ansible, run_piped
 
@@ -80,8 +81,10 @@ from ansible_collections.accelerators.gpu.plugins.plugin_utils.worker_action imp
 class Connection(LocalConnection):
     """ansible.builtin.local; a module piped into its interpreter runs in the module worker when one takes it."""
 
-    # The collection's action leaves the handover to this connection (plugins/plugin_utils/worker_action.py).
+    # The collection's action leaves the handover to this connection (plugins/plugin_utils/worker_action.py), and
+    # takes from it what ran the module, should the module's output hold no result to say it.
     hands_piped_modules_to_the_worker = True
+    module_report = None
 
     def __init__(self, *args, **kwargs):
         super(Connection, self).__init__(*args, **kwargs)
@@ -95,8 +98,10 @@ class Connection(LocalConnection):
         if in_data is None:  # not a module piped into its interpreter
             return super(Connection, self).exec_command(cmd, in_data=in_data, sudoable=sudoable)
         try:
-            return run_piped(cmd, in_data, self.cwd, self.become)
+            rc, stdout, stderr = run_piped(cmd, in_data, self.cwd, self.become)
         except NotServed as declined:
-            reason = str(declined)
-        rc, stdout, stderr = super(Connection, self).exec_command(cmd, in_data=in_data, sudoable=sudoable)
-        return rc, ran_by_ansible(stdout, reason), stderr
+            rc, stdout, stderr = super(Connection, self).exec_command(cmd, in_data=in_data, sudoable=sudoable)
+            stdout, self.module_report = ran_by_ansible(stdout, str(declined))
+        else:
+            self.module_report = module_worker.served('connection')
+        return rc, stdout, stderr

@@ -59,9 +59,12 @@ class ActionModule(NormalAction):
         finally:
             restore()
         if module_worker.REPORT not in result and not result.get('skipped'):
-            result[module_worker.REPORT] = self._worker_report or module_worker.not_served(NOT_PIPED)
-            if result[module_worker.REPORT]['served_by'] != 'worker':
-                fell_back(result[module_worker.REPORT]['reason'])
+            # No report in the module's result (its output held none, a crash say): what the handover saw.
+            report = self._worker_report or getattr(self._connection, 'module_report', None) or \
+                module_worker.not_served(NOT_PIPED)
+            result[module_worker.REPORT] = report
+            if report['served_by'] != 'worker':
+                fell_back(report['reason'])
         return result
 
     def _not_on_this_host(self):
@@ -207,12 +210,15 @@ def run_piped(cmd, wrapper, cwd, become):
 
 
 def ran_by_ansible(stdout, reason):
-    """stdout of a module Ansible ran because the worker did not, for reason: its result says so, unless its module
-    process handed it to the worker itself (module_worker.forward); the reason is said once a run."""
-    stdout, report = module_worker.with_report(stdout, module_worker.not_served(reason))
-    if not report or report.get('served_by') != 'worker':
-        fell_back(reason)
-    return stdout
+    """(stdout, report) of a module Ansible ran because the worker did not, for reason: its result says so, unless its
+    module process handed it to the worker itself (module_worker.forward), whose report then stays; a reason is said
+    once a run."""
+    report = module_worker.not_served(reason)
+    stdout, carried = module_worker.with_report(stdout, report)
+    if carried and carried.get('served_by') == 'worker':
+        return stdout, carried
+    fell_back(reason)
+    return stdout, report
 
 
 def fell_back(reason):

@@ -99,7 +99,7 @@ def test_a_piped_module_runs_in_the_worker_its_result_says_so_and_other_commands
         connection, wrapper):
     rc, stdout, stderr = connection.exec_command(PIPED, in_data=wrapper)
     assert (rc, stderr, json.loads(stdout)['ran_by']) == (0, b'', 'the worker')
-    assert report(stdout) == {'served_by': 'worker', 'handed_by': 'connection'}
+    assert report(stdout) == connection.module_report == {'served_by': 'worker', 'handed_by': 'connection'}
     with_environment = "/bin/sh -c 'A=1 /venv/bin/python3 && sleep 0'"
     assert report(connection.exec_command(with_environment, in_data=wrapper)[1])['served_by'] == 'worker'
     assert connection.handed == [('/venv/bin/python3', 'kubernetes.core.k8s_info', '/playbooks', 'connection', None),
@@ -126,7 +126,8 @@ def test_a_module_the_worker_does_not_take_runs_as_ansible_runs_it_and_says_why(
     connection.worker_answer = NotServed('the worker did not listen within 30 s of its start')
     stdout = connection.exec_command(PIPED, in_data=wrapper)[1]
     assert len(connection.handed) == 1 and connection.ran == [PIPED]
-    assert report(stdout) == {'served_by': 'module', 'reason': 'the worker did not listen within 30 s of its start'}
+    assert report(stdout) == connection.module_report == {
+        'served_by': 'module', 'reason': 'the worker did not listen within 30 s of its start'}
     assert connection.said == [SAID + 'the worker did not listen within 30 s of its start']
 
 

@@ -146,12 +146,23 @@ def test_a_module_process_that_handed_its_module_to_the_worker_keeps_its_report(
     assert said == []
 
 
-def test_on_the_collections_connection_the_action_leaves_the_handover_to_it(monkeypatch, said, handed, wrapper):
+def test_on_the_collections_connection_the_action_leaves_the_handover_and_the_report_to_it(monkeypatch, said, handed,
+                                                                                          wrapper):
     class CollectionConnection(Connection):
         hands_piped_modules_to_the_worker = True
+        module_report = None
+
+        def exec_command(self, cmd, in_data=None, sudoable=True):
+            self.module_report = module_worker.served('connection')
+            return 1, b'Traceback (most recent call last):', b''
     connection = CollectionConnection()
     action(connection)._hand_over_to_the_worker()()
     assert 'exec_command' not in vars(connection) and connection.options == {'pipelining': False}
+    # A module whose output holds no result to say what ran it (it crashed): the connection says it.
+    monkeypatch.setattr(NormalAction, 'run', lambda self, tmp=None, task_vars=None: dict(
+        failed=True, module_stdout=self._connection.exec_command(PIPED, in_data=wrapper)[1]))
+    assert action(connection).run(task_vars={})[REPORT] == {'served_by': 'worker', 'handed_by': 'connection'}
+    assert handed == [] and said == []
 
 
 def test_with_the_worker_off_the_result_says_so_and_so_does_verbose_output_once(monkeypatch, said, handed, wrapper):
