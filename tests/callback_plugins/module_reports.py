@@ -3,8 +3,8 @@
 """A callback of the tests, not of the collection: for every module result of a run, a JSON line {task, action, report}
 in the file ACCELERATORS_GPU_TEST_MODULE_REPORTS names, report being what the result says ran its module
 (accelerators_gpu_worker, null when it says nothing). A module result is one that carries `invocation`, as every
-AnsibleModule's does, a loop's items each; the result of a no_log task is censored and only counted (report
-"censored"). tests/matrix and tests/cluster/test_deploy.py enable it with ANSIBLE_CALLBACK_PLUGINS pointing here and
+AnsibleModule's does, a loop's items each; the result of a no_log task is censored, whether it ran a module or not
+(set_fact), and only counted (report "censored"). tests/matrix and tests/cluster/test_deploy.py enable it with ANSIBLE_CALLBACK_PLUGINS pointing here and
 ANSIBLE_CALLBACKS_ENABLED=module_reports, and ANSIBLE_INJECT_INVOCATION=true: from ansible-core 2.21 on a result
 carries `invocation` only when asked to (before, always; the variable is then unknown, and ignored)."""
 

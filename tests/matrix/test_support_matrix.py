@@ -254,15 +254,18 @@ SAID = "accelerators.gpu: modules run in their own processes, not in the module 
 
 
 def assert_every_module_served_by_the_worker(playbooks):
-    """Every module of the last run ran in the worker: each result says so, and the worker's log has a line for each
-    (those of no_log tasks, whose results are censored, included)."""
+    """Every module of the last run ran in the worker: each result says so, and the worker's log has a line for each.
+    The results of no_log tasks are censored, and such a task may run no module (set_fact): the log has a line for
+    each of those at most."""
     reports = [module["report"] for module in playbooks.modules]
+    censored = reports.count("censored")
     not_served = ["%s (%s): %s" % (module["task"], module["action"], module["report"]) for module in playbooks.modules
                   if module["report"] not in ("censored", {"served_by": "worker", "handed_by": "connection"})]
-    print("%s: %d module results, %d of no_log tasks; the worker ran %d modules" % (
-        playbooks.combination.name, len(reports), reports.count("censored"), len(playbooks.served)))
-    assert reports and not not_served, "not served by the module worker:\n" + "\n".join(not_served)
-    assert len(playbooks.served) == len(reports), playbooks.served
+    print("%s: %d module results, %d more of no_log tasks; the worker ran %d modules" % (
+        playbooks.combination.name, len(reports) - censored, censored, len(playbooks.served)))
+    assert len(reports) > censored and not not_served, "not served by the module worker:\n" + "\n".join(not_served)
+    assert len(reports) - censored <= len(playbooks.served) <= len(reports), "\n".join(
+        ["results: %s" % [module["action"] for module in playbooks.modules], "the worker's log:"] + playbooks.served)
 
 
 @pytest.mark.parametrize("combination", COMBINATIONS, ids=[c.name for c in COMBINATIONS])
