@@ -229,8 +229,8 @@ def test_the_collections_connection_runs_kubernetes_cores_modules_in_the_worker(
     cluster.core.delete_namespaced_config_map(name, "default")
 
 
-def test_the_collections_connection_runs_a_module_with_its_task_environment_in_the_worker(cluster, tmp_path,
-                                                                                           worker_env):
+def test_the_collections_connection_runs_a_module_with_its_task_environment_in_the_worker(
+        cluster, tmp_path, worker_env):
     env = worker_env()
     # Ansible puts the task environment on the interpreter's command line, quoted: the worker gets each value as the
     # shell would have set it.

@@ -81,10 +81,10 @@ def connection(monkeypatch, tmp_path):
 
     def run_wrapper(executable, wrapper, module_fqn, environ, cwd, handed_by='action'):
         made.handed.append((executable, module_fqn, cwd, handed_by, environ.get('A')))
-        if isinstance(made.worker_answer, NotServed):
-            raise made.worker_answer
-        return made.worker_answer
-    made.worker_answer = RAN_BY_WORKER
+        if made.worker_declines:
+            raise NotServed(made.worker_declines)
+        return RAN_BY_WORKER
+    made.worker_declines = None  # the reason the worker does not run the module
     monkeypatch.setattr(BuiltinLocal, 'exec_command', builtin_exec_command)
     monkeypatch.setattr(module_worker, 'run_wrapper', run_wrapper)
     monkeypatch.setattr(worker_action.display, 'v', made.said.append)
@@ -123,7 +123,7 @@ def test_with_become_or_the_worker_off_the_module_runs_as_ansible_runs_it_and_sa
 
 
 def test_a_module_the_worker_does_not_take_runs_as_ansible_runs_it_and_says_why(connection, wrapper):
-    connection.worker_answer = NotServed('the worker did not listen within 30 s of its start')
+    connection.worker_declines = 'the worker did not listen within 30 s of its start'
     stdout = connection.exec_command(PIPED, in_data=wrapper)[1]
     assert len(connection.handed) == 1 and connection.ran == [PIPED]
     assert report(stdout) == connection.module_report == {

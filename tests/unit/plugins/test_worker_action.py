@@ -127,8 +127,8 @@ def test_the_result_says_the_worker_ran_the_module(monkeypatch, said, handed, wr
 
 @pytest.mark.parametrize('task, reason', [(dict(become=True), 'the task has become'),
                                           (dict(async_val=30), 'the task is async')])
-def test_elsewhere_the_connection_is_left_as_it_is_and_the_result_says_why(monkeypatch, said, handed, wrapper, task,
-                                                                           reason):
+def test_elsewhere_the_connection_is_left_as_it_is_and_the_result_says_why(
+        monkeypatch, said, handed, wrapper, task, reason):
     connection = Connection()
     running_the_module(monkeypatch, wrapper)
     result = action(connection, **task).run(task_vars={})
@@ -146,8 +146,8 @@ def test_a_module_process_that_handed_its_module_to_the_worker_keeps_its_report(
     assert said == []
 
 
-def test_on_the_collections_connection_the_action_leaves_the_handover_and_the_report_to_it(monkeypatch, said, handed,
-                                                                                          wrapper):
+def test_on_the_collections_connection_the_action_leaves_the_handover_and_the_report_to_it(
+        monkeypatch, said, handed, wrapper):
     class CollectionConnection(Connection):
         hands_piped_modules_to_the_worker = True
         module_report = None
@@ -176,8 +176,8 @@ def test_with_the_worker_off_the_result_says_so_and_so_does_verbose_output_once(
                     'ACCELERATORS_GPU_WORKER=off']
 
 
-def test_an_ansible_whose_environment_method_changed_signature_runs_the_module_as_usual(monkeypatch, said, handed,
-                                                                                         wrapper):
+def test_an_ansible_whose_environment_method_changed_signature_runs_the_module_as_usual(
+        monkeypatch, said, handed, wrapper):
     # The private method the action reads the task's environment with takes other arguments.
     monkeypatch.setattr(worker_action.ActionModule, '_compute_environment_string', lambda self: '')
     running_the_module(monkeypatch, wrapper)
@@ -190,8 +190,8 @@ def test_an_ansible_whose_environment_method_changed_signature_runs_the_module_a
     assert said == ['accelerators.gpu: modules run in their own processes, not in the module worker: ' + reason]
 
 
-def test_a_wrapper_that_does_not_name_its_module_as_this_ansible_does_runs_as_usual(monkeypatch, said, handed,
-                                                                                     ansiballz_wrapper):
+def test_a_wrapper_that_does_not_name_its_module_as_this_ansible_does_runs_as_usual(
+        monkeypatch, said, handed, ansiballz_wrapper):
     monkeypatch.setattr(worker_action.ActionModule, '_compute_environment_string', environment_of_the_task)
     renamed = ansiballz_wrapper().replace(b'module_fqn=', b'module_name=').replace(b'mod_name=', b'module_name=')
     running_the_module(monkeypatch, renamed)
