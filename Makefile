@@ -15,15 +15,16 @@ export PYTHONPATH := $(COLLECTIONS):$(CURDIR)/tools
 export PYTHONDONTWRITEBYTECODE :=
 export PYTHONPYCACHEPREFIX := $(dir $(VENV))pycache
 
-.PHONY: help deps collection test lint sanity build pytest durations matrix demo down clean bundle bench bench-modules bench-deploy bench-upgrade bench-fleet docs docs-lint docs-src forget-bytecode
+.PHONY: help deps collection test lint sanity build pytest durations golden matrix demo down clean bundle bench bench-modules bench-deploy bench-upgrade bench-fleet docs docs-lint docs-src forget-bytecode
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
-deps: ## install system packages, build (or reuse) the control-plane binaries and fetch (or reuse) the upstream CRDs
+deps: ## install system packages, build (or reuse) the control-plane binaries, fetch (or reuse) the upstream CRDs and the GPU Operator's manifests
 	@bash tools/install-system-deps.sh
 	@bash tools/localcluster/build-binaries.sh >/dev/null
 	@bash tools/localcluster/fetch-crds.sh >/dev/null
+	@bash tools/fetch-gpu-operator.sh >/dev/null
 	@bash tools/localregistry/build-binaries.sh >/dev/null
 
 collection: ## make the checkout importable as accelerators.gpu
@@ -95,6 +96,13 @@ PYTEST_WORKERS ?= 4
 PYTEST = python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --junitxml=$(CURDIR)/.build/junit.xml
 pytest: deps collection ## unit tests and integration tests against a local control plane (the matrix apart), on PYTEST_WORKERS workers
 	$(PYTEST) tests --ignore=tests/matrix
+
+# The objects of each reference fleet's deploy (tests/unit/golden/render.py), then the tables of their differences from
+# the GPU Operator's manifests on the compatibility page (tests/unit/golden/upstream.py), which the unit tests compare.
+golden: collection ## rewrite tests/golden (every object a deploy of each reference fleet writes) and the GPU Operator comparison's tables
+	@bash tools/fetch-gpu-operator.sh >/dev/null
+	python tests/unit/golden/render.py
+	python tests/unit/golden/upstream.py
 
 durations: ## tests/durations.json from the last pytest run's .build/junit.xml: each test file's seconds, which order the files
 	python tools/test_durations.py .build/junit.xml tests/durations.json

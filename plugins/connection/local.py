@@ -73,8 +73,8 @@ import gc
 import multiprocessing
 
 from ansible.plugins.connection.local import Connection as LocalConnection
-from ansible_collections.accelerators.gpu.plugins.module_utils import module_worker
-from ansible_collections.accelerators.gpu.plugins.module_utils.module_worker import NotServed
+from ansible_collections.accelerators.gpu.plugins.module_utils.runner import worker as module_worker
+from ansible_collections.accelerators.gpu.plugins.module_utils.runner.worker import NotServed
 from ansible_collections.accelerators.gpu.plugins.plugin_utils.worker_action import ran_by_ansible, run_piped
 
 

@@ -7,7 +7,7 @@ __metaclass__ = type
 
 
 class ModuleDocFragment(object):
-    """The retry budget of every module that talks to the API server (module_utils/api_retry.py)."""
+    """The retry budget of every module that talks to the API server (module_utils/k8s/retry.py)."""
 
     DOCUMENTATION = r'''
 options:

@@ -7,7 +7,7 @@ __metaclass__ = type
 
 
 class ModuleDocFragment(object):
-    """The options of a wait for operands, shared by operand_status and operand (module_utils/operand_wait.py);
+    """The options of a wait for operands, shared by operand_status and operand (module_utils/operands/wait.py);
     each module documents wait_for itself."""
 
     DOCUMENTATION = r'''

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters of the status playbook over many clusters: each cluster's summary (its entry in the stat gpu_fleet_status)
 and the fleet's table and summary lines. The rows, their cells and the ready rule are stack_status's
-(module_utils/stack_status.py); these filters only count and lay them out."""
+(module_utils/status/stack_status.py); these filters only count and lay them out."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -11,7 +11,7 @@ __metaclass__ = type
 from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.accelerators.gpu.plugins.module_utils.stack_status import (
+from ansible_collections.accelerators.gpu.plugins.module_utils.status.stack_status import (
     HEADERS, aligned, not_ready_reasons, row_cells)
 
 # The driver_upgrade of a node no driver upgrade is under way on.

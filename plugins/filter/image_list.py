@@ -1,12 +1,12 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters of the image list; the logic lives in module_utils/image_list.py."""
+"""Filters of the image list; the logic lives in module_utils/registry/image_list.py."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.image_list import (
+from ansible_collections.accelerators.gpu.plugins.module_utils.registry.image_list import (
     image_list, image_set_configuration, nfd_image, skopeo_sync)
 
 

@@ -25,7 +25,7 @@ def published_devices(slices):
 
 def published_kinds(slices, node):
     """{kind: count} of the devices the node's ResourceSlices of the NVIDIA DRA driver publish, as
-    mig_parted.dra_devices counts them: `gpu`, or `mig-<profile>`."""
+    mig.parted.dra_devices counts them: `gpu`, or `mig-<profile>`."""
     kinds = {}
     for resource_slice in slices:
         spec = resource_slice.get('spec') or {}

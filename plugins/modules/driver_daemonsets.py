@@ -555,9 +555,9 @@ api_faults:
   sample: {"faults": {"503": 3, "refused": 2}, "retried": 4, "given_up": 0, "seconds": 4.1}
 '''
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import run_module
-from ansible_collections.accelerators.gpu.plugins.module_utils.driver_sync import run
-from ansible_collections.accelerators.gpu.plugins.module_utils.operand_wait import WAIT_ARGUMENT_SPEC
+from ansible_collections.accelerators.gpu.plugins.module_utils.runner.module import run_module
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver.daemonsets import run
+from ansible_collections.accelerators.gpu.plugins.module_utils.operands.wait import WAIT_ARGUMENT_SPEC
 
 DRIVER_OPTIONS = dict(
     repository=dict(type='str'),

@@ -191,8 +191,8 @@ api_faults:
   sample: {"faults": {"503": 3, "refused": 2}, "retried": 4, "given_up": 0, "seconds": 4.1}
 '''
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import run_module
-from ansible_collections.accelerators.gpu.plugins.module_utils.dtk_lookup import run
+from ansible_collections.accelerators.gpu.plugins.module_utils.runner.module import run_module
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver.dtk_image_lookup import run
 
 
 def main():

@@ -204,8 +204,8 @@ api_faults:
   sample: {"faults": {"503": 3, "refused": 2}, "retried": 4, "given_up": 0, "seconds": 4.1}
 '''
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import run_module
-from ansible_collections.accelerators.gpu.plugins.module_utils.operand_wait import WAIT_ARGUMENT_SPEC, WAIT_FOR, wait_for_operands
+from ansible_collections.accelerators.gpu.plugins.module_utils.runner.module import run_module
+from ansible_collections.accelerators.gpu.plugins.module_utils.operands.wait import WAIT_ARGUMENT_SPEC, WAIT_FOR, wait_for_operands
 
 
 def main():

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The action of every module of this collection (plugins/action/<module>.py are links to this file), and what the
 connection accelerators.gpu.local shares with it: a module Ansible would pipe into a new interpreter goes to the module
-worker instead (see plugins/module_utils/module_worker.py), its result says what ran it (module_worker.REPORT), and
+worker instead (see plugins/module_utils/runner/worker.py), its result says what ran it (module_worker.REPORT), and
 a module the worker did not run is said once a run, at -v.
 
 The action: the module runs as any module does, except that on this host (connection local, no become, not async) the
@@ -33,8 +33,8 @@ from ansible.plugins.action import ActionBase
 from ansible.plugins.action.normal import ActionModule as NormalAction
 from ansible.release import __version__ as ANSIBLE_CORE_VERSION
 from ansible.utils.display import Display
-from ansible_collections.accelerators.gpu.plugins.module_utils import module_worker
-from ansible_collections.accelerators.gpu.plugins.module_utils.module_worker import NotServed
+from ansible_collections.accelerators.gpu.plugins.module_utils.runner import worker as module_worker
+from ansible_collections.accelerators.gpu.plugins.module_utils.runner.worker import NotServed
 from ansible_collections.accelerators.gpu.plugins.module_utils.runner import worker_compatibility
 
 display = Display()
@@ -211,7 +211,7 @@ def run_piped(cmd, wrapper, cwd, become):
 
 def ran_by_ansible(stdout, reason):
     """(stdout, report) of a module Ansible ran because the worker did not, for reason: its result says so, unless its
-    module process handed it to the worker itself (module_worker.forward), whose report then stays; a reason is said
+    module process handed it to the worker itself (runner/worker.py, forward), whose report then stays; a reason is said
     once a run."""
     report = module_worker.not_served(reason)
     stdout, carried = module_worker.with_report(stdout, report)

@@ -10,17 +10,20 @@ import sys
 import tempfile
 import time
 
+from ansible_collections.accelerators.gpu.tests.unit.golden import render as golden
+from ansible_collections.accelerators.gpu.tests.unit.golden.compare import differences
 from conftest import Cluster, start_cluster, wait_until_deleted_namespaces_are_gone
 from gpu_fleet import FLEET_LABEL, RHCOS_416, RHCOS_96, selector
 from localcluster import api
-from playbook import COLLECTIONS, ROOT
+from localcluster import fleet as fleets
+from playbook import COLLECTIONS, ROOT, run
 
 # The simulated registry: NVIDIA's images (the collection's defaults), the DTK images, NFD's.
 REGISTRY = ["nvcr.io/nvidia/*", "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:*", "registry.k8s.io/*",
             "registry.redhat.io/*"]
 TIMEOUT = 1200
 # What a module result says when the module worker ran it, handed over by the playbooks' connection
-# (plugins/module_utils/module_worker.py).
+# (plugins/module_utils/runner/worker.py).
 SERVED = {"served_by": "worker", "handed_by": "connection"}
 
 
@@ -122,7 +125,6 @@ def test_openshift_deploy_validates_reruns_unchanged_reports_status_and_uninstal
     plane = start_cluster(tmp_path_factory, "openshift")
     try:
         cluster = Cluster(plane.kubeconfig, "openshift")
-        from localcluster import fleet as fleets
         made = fleets.Fleet(cluster.client, gpu_fleet()).apply().wait_ready()
         gpu0, gpu1, cpu = made.node_names
         before_objects, before_labels = objects(cluster), node_labels(cluster, made.node_names)
@@ -164,6 +166,63 @@ def test_openshift_deploy_validates_reruns_unchanged_reports_status_and_uninstal
 
 def objects(cluster):
     return api.object_names(cluster.client)
+
+
+# The kinds api.object_names lists, by the golden files' kind.
+LISTED_KINDS = {"Namespace": "namespaces", "DaemonSet": "daemonsets", "Deployment": "deployments", "Job": "jobs",
+                "ServiceAccount": "serviceaccounts", "Service": "services", "ClusterRole": "clusterroles",
+                "ClusterRoleBinding": "clusterrolebindings", "Role": "roles", "CustomResourceDefinition": "crds",
+                "RuntimeClass": "runtimeclasses"}
+MANAGED_BY = "app.kubernetes.io/managed-by"
+
+
+def listed_names(golden_objects):
+    """The names of the golden objects labelled as the collection's, as api.object_names lists LISTED_KINDS."""
+    names = {kind: [] for kind in LISTED_KINDS.values()}
+    for obj in golden_objects:
+        metadata = obj["metadata"]
+        if obj["kind"] in LISTED_KINDS and (metadata.get("labels") or {}).get(MANAGED_BY) == "accelerators.gpu":
+            names[LISTED_KINDS[obj["kind"]]].append(
+                (metadata["namespace"], metadata["name"]) if metadata.get("namespace") else metadata["name"])
+    return {kind: sorted(found) for kind, found in names.items()}
+
+
+def test_a_deploy_of_the_golden_openshift_fleet_writes_its_golden_objects(tmp_path_factory):
+    """tests/golden/openshift is what a deploy of that fleet writes: the unit tests render it from the module results
+    tests/golden/inputs/openshift.yml gives (tests/unit/golden/render.py), and this deploy, on a private cluster of
+    the fleet's simulated nodes, keeps those results honest. Server-side applying the golden objects again, as a dry
+    run with the deploy's field manager (the operand module in check mode), changes none of them: every field the
+    deploy applied is in them with its value, and they hold none it did not apply. Fields the API server fills in
+    belong to no one's apply and do not count. The validation Jobs' validated-pods annotation holds this run's pod
+    uids (the golden files' are placeholders)."""
+    plane = start_cluster(tmp_path_factory, "openshift")
+    try:
+        cluster = Cluster(plane.kubeconfig, "openshift")
+        inputs = golden.inputs_of("openshift")
+        fleets.Fleet(cluster.client, inputs["fleet"]).apply().wait_ready()
+        playbook(cluster, "deploy", inputs["variables"]).succeeded()
+
+        expected = golden.read_golden("openshift")
+        for obj in expected.values():
+            if obj["kind"] == "Job":
+                job = cluster.batch.read_namespaced_job(obj["metadata"]["name"], obj["metadata"]["namespace"])
+                annotation = "accelerators.gpu/validated-pods"
+                obj["metadata"]["annotations"][annotation] = job.metadata.annotations[annotation]
+        # Read from a file, so that Ansible does not template the Prometheus templates of the rules' annotations.
+        definitions = tmp_path_factory.mktemp("golden") / "objects.json"
+        definitions.write_text(json.dumps(list(expected.values())))
+        again = run(cluster, "accelerators.gpu.operand",
+                    {"definitions": "{{ lookup('ansible.builtin.file', '%s') | from_json }}" % definitions},
+                    check=True, diff=True)
+        assert not again.get("failed"), again.get("msg")
+        changed = [(entry["before_header"], field, was, now) for entry in again["diff"]
+                   for field, was, now in differences(entry["before"], entry["after"])]
+        assert not changed, "\n".join("%s: %s: deployed %r, golden %r" % difference for difference in changed)
+        # Nor did the deploy write objects of its own beyond them.
+        written = api.object_names(cluster.client, label_selector=MANAGED_BY + "=accelerators.gpu")
+        assert {kind: written[kind] for kind in LISTED_KINDS.values()} == listed_names(expected.values())
+    finally:
+        plane.down()
 
 
 def test_check_mode_writes_nothing(cluster, make_fleet):

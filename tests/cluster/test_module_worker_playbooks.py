@@ -1,4 +1,4 @@
-"""The module worker (plugins/module_utils/module_worker.py) through real ansible-playbook runs.
+"""The module worker (plugins/module_utils/runner/worker.py) through real ansible-playbook runs.
 
 Each test gives the worker a socket directory of its own (XDG_RUNTIME_DIR) and a request log
 (ACCELERATORS_GPU_WORKER_LOG), so it sees only its own worker: the first module run starts it and is served by it, as
@@ -172,17 +172,19 @@ def collection_with_a_broken_worker(tmp_path):
     found where it is installed, beside ansible-core.)"""
     checkout = os.path.realpath(os.path.join(COLLECTIONS, "ansible_collections", "accelerators", "gpu"))
     copy = tmp_path / "collections" / "ansible_collections" / "accelerators" / "gpu"
-    utils = os.path.join("plugins", "module_utils")
-    for directory in ("", "plugins", utils):
+    # Every directory on the way to the worker's file is copied, its other entries linked.
+    runner = os.path.join("plugins", "module_utils", "runner")
+    on_the_way = ("plugins", "module_utils", "runner", "worker.py")
+    for directory in ("", "plugins", os.path.dirname(runner), runner):
         (copy / directory).mkdir(parents=True, exist_ok=True)
         for name in os.listdir(os.path.join(checkout, directory)):
-            if not (copy / directory / name).exists() and name not in ("plugins", "module_utils", "module_worker.py"):
+            if not (copy / directory / name).exists() and name not in on_the_way:
                 (copy / directory / name).symlink_to(os.path.join(checkout, directory, name))
-    source = open(os.path.join(checkout, utils, "module_worker.py")).read()
+    source = open(os.path.join(checkout, runner, "worker.py")).read()
     broken = source.replace("def run_wrapper(executable, wrapper, module_fqn, environ, cwd, handed_by='action'):",
                             "def run_wrapper(executable, wrapper, module_fqn, environ, cwd, timeout, handed_by=''):")
     assert broken != source
-    (copy / utils / "module_worker.py").write_text(broken)
+    (copy / runner / "worker.py").write_text(broken)
     return str(copy.parent.parent.parent)
 
 

@@ -156,7 +156,7 @@ def test_wait_returns_once_nfd_has_labelled_the_gpu_nodes(cluster, namespace, ma
     waiting.start()
     # The module starts (how long ansible-playbook takes to get there depends on the machine's load) and polls nodes
     # that have no NFD labels; their labels can only come from the nfd-worker pods created now. That the module
-    # loops until then is proven deterministically by the unit tests (test_node_inventory).
+    # loops until then is proven deterministically by the unit tests (nodes/test_nfd_labels.py).
     time.sleep(4)
     name = "nfd-worker"
     cluster.apps.create_namespaced_daemon_set(namespace, {
@@ -191,7 +191,7 @@ def test_a_real_node_table_then_the_node_without_nfd_labels_in_full(cluster, mak
 
 
 def test_a_fleet_over_one_first_page_reads_the_cells_and_the_labels_and_gives_the_same_facts(cluster, make_fleet):
-    # More nodes than the first page of the Node Table with metadata (cluster_api.SMALL_FLEET, 100) holds, on two
+    # More nodes than the first page of the Node Table with metadata (k8s.api.SMALL_FLEET, 100) holds, on two
     # RHCOS builds, a fifth without GPUs.
     spec = fleet([{"name": "a100", "count": 50, "gpu": {"count": 8}, "os": {"rhcos": RHCOS_416}},
                   {"name": "l40s", "count": 50, "gpu": {"count": 4}, "os": {"rhcos": RHCOS_96, "openshift": "4.21"}},

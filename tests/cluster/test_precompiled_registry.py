@@ -1,4 +1,4 @@
-"""Precompiled driver images checked in a real registry (module_utils.registry) decide driver_daemonsets' kernel mode.
+"""Precompiled driver images checked in a real registry (module_utils/driver/precompiled.py) decide driver_daemonsets' kernel mode.
 
 The driver repository is nvcr.invalid/nvidia (a name that never resolves), mirrored by a tag mirror rule to the
 local registry, which needs the pull secret's credentials and trusts only its own CA: a kernel whose tag was pushed
@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.mirrors import mirror_rules
-from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import node_facts
-from ansible_collections.accelerators.gpu.plugins.module_utils.registry import (
-    RegistryClient, precompiled_available, urllib_transport)
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver.precompiled import precompiled_available
+from ansible_collections.accelerators.gpu.plugins.module_utils.nodes.facts import node_facts
+from ansible_collections.accelerators.gpu.plugins.module_utils.registry.client import RegistryClient, urllib_transport
+from ansible_collections.accelerators.gpu.plugins.module_utils.registry.mirrors import mirror_rules
 from gpu_fleet import RHCOS_416, driver, fleet, selector
 from playbook import run
 

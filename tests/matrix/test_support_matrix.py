@@ -87,9 +87,10 @@ def test_unit_tests_pass(combination):
     venv = venv_of(combination)
     started = time.monotonic()
     # The checkout importable as the Makefile makes it (not through tests/unit/conftest.py's symlink in a new temporary
-    # directory each run, whose bytecode would pile up in the shared cache).
+    # directory each run, whose bytecode would pile up in the shared cache), and tools/ (the golden render's fleets).
     result = subprocess.run([str(venv / "bin" / "python"), "-m", "pytest", "tests/unit", "-q", "-p", "no:cacheprovider",
-                             "--durations=0", "--no-header"], cwd=ROOT, env=environment(venv, PYTHONPATH=str(COLLECTIONS)),
+                             "--durations=0", "--no-header"], cwd=ROOT,
+                            env=environment(venv, PYTHONPATH=os.pathsep.join([str(COLLECTIONS), str(ROOT / "tools")])),
                             capture_output=True, text=True, timeout=900, check=False)
     summary = (result.stdout.strip().splitlines() or ["(no output)"])[-1]
     print("%s unit tests: %s (%.1fs)" % (combination.name, summary, time.monotonic() - started))

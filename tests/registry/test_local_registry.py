@@ -1,11 +1,11 @@
-"""module_utils.registry against a real OCI registry (tools/localregistry) on loopback: TLS with a test CA,
+"""module_utils/registry/client.py against a real OCI registry (tools/localregistry) on loopback: TLS with a test CA,
 basic auth or bearer tokens from a pull secret, mirror rules whose sources do not exist (the `.invalid` domain never resolves,
 so no request leaves the machine)."""
 
 import pytest
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.mirrors import mirror_rules
-from ansible_collections.accelerators.gpu.plugins.module_utils.registry import (
+from ansible_collections.accelerators.gpu.plugins.module_utils.registry.mirrors import mirror_rules
+from ansible_collections.accelerators.gpu.plugins.module_utils.registry.client import (
     CONNECTION, FOUND, NOT_FOUND, TLS, UNAUTHORIZED, RegistryClient, urllib_transport)
 
 pytestmark = pytest.mark.registry

@@ -11,7 +11,7 @@ roles/mig_manager/files/mig-parted-config.yaml) and writes nvidia.com/mig.config
   DaemonSet controller removes their pods), and sets those labels to `true` once the layout is applied or failed;
 - failed for a GPU that is not MIG-capable, a layout the ConfigMap lacks, or the fleet fault mig_reconfig_fails.
 
-Layouts and resources come from the collection's own plugins/module_utils/mig_parted.py, loaded by its path, so that
+Layouts and resources come from the collection's own plugins/module_utils/mig/parted.py, loaded by its path, so that
 the simulator plays the layouts the playbooks expect; the device plugin then advertises them under its MIG_STRATEGY.
 """
 
@@ -33,15 +33,16 @@ _MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.
                              "plugins", "module_utils")
 
 
-def _load(name):
-    spec = importlib.util.spec_from_file_location("accelerators_gpu_" + name, os.path.join(_MODULE_UTILS, name + ".py"))
+def _load(package, name):
+    spec = importlib.util.spec_from_file_location("accelerators_gpu_%s_%s" % (package, name),
+                                                  os.path.join(_MODULE_UTILS, package, name + ".py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-mig_parted = _load("mig_parted")
-_DEVICE_OF_PRODUCT = {product: device for device, (product, _memory, _capable) in _load("gfd_labels").PCI_DEVICES.items()}
+mig_parted = _load("mig", "parted")
+_DEVICE_OF_PRODUCT = {product: device for device, (product, _memory, _capable) in _load("nodes", "gfd_labels").PCI_DEVICES.items()}
 
 
 def disabled(hw):

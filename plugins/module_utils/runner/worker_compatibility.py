@@ -6,7 +6,7 @@
   hands the worker with the module (plugins/plugin_utils/worker_action.py).
 - The text of the AnsiballZ wrapper the worker runs: the line _ANSIBALLZ_WRAPPER = True, and the module it runs,
   module_fqn='...' (ansible-core 2.19 on) or runpy's mod_name='...' (before), which the worker's log names.
-- What a module process hands the worker (module_worker.forward) and the worker runs its module with
+- What a module process hands the worker (runner/worker.py, forward) and the worker runs its module with
   (runner/worker_process.py): ansible.module_utils.basic._ANSIBLE_ARGS (and _ANSIBLE_PROFILE, 2.19 on), the globals
   _module_fqn and _modlib_path the module is run with, and, 2.19 on,
   ansible.module_utils._internal._ansiballz._loader.run_module and the keyword arguments it takes.
@@ -26,7 +26,7 @@ import json
 import os
 import re
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.runner import worker_process
+from . import worker_process
 
 # The keyword arguments the worker gives the AnsiballZ loader's run_module (ansible-core 2.19 on).
 LOADER_ARGUMENTS = ('json_params', 'profile', 'module_fqn', 'modlib_path', 'extensions')
@@ -35,7 +35,7 @@ ANSIBALLZ_WRAPPER = re.compile(br'^_ANSIBALLZ_WRAPPER = True\b', re.M)
 # ansible_collections.kubernetes.core.plugins.modules.k8s_info or ansible.modules.command.
 _MODULE_NAMED = {'module_fqn': re.compile(br"\bmodule_fqn=['\"]([\w.]+)['\"]"),
                  'mod_name': re.compile(br"\bmod_name=['\"]([\w.]+)['\"]")}
-# The globals a module is run with, which module_worker.forward reads, as the code that sets them says them.
+# The globals a module is run with, which runner/worker.py's forward reads, as the code that sets them says them.
 _MODULE_GLOBALS = (b'_module_fqn=', b'_modlib_path=')
 
 

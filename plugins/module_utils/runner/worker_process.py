@@ -2,15 +2,15 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The module worker process, and the framing of what it and its callers say on its socket.
 
-The worker starts from this file's source (plugins/module_utils/module_worker.py writes it beside the socket and runs
+The worker starts from this file's source (plugins/module_utils/runner/worker.py writes it beside the socket and runs
 it with the interpreter the modules run with), before any module payload exists: it imports the standard library only.
 It preloads the Kubernetes client, listens on a Unix socket in a directory only its user can open, and forks a child
 per request. The child takes the caller's environment, working directory and output streams, runs the module as
 AnsiballZ or the module's interpreter would, and answers with the exit code. A worker idle for idle_seconds exits.
 
 A request is a frame of JSON with two file descriptors (the caller's stdout and stderr):
-- a module process's (forwarded by module_worker.forward): payload, module_fqn, params, profile, env, cwd;
-- the controller's (module_worker.run_wrapper): wrapper (the AnsiballZ wrapper Ansible would pipe into the
+- a module process's (forwarded by worker.forward): payload, module_fqn, params, profile, env, cwd;
+- the controller's (worker.run_wrapper): wrapper (the AnsiballZ wrapper Ansible would pipe into the
   interpreter), module_fqn, env, cwd and from (action, connection: who handed it over).
 The child answers {} when it has taken the request, {"declined": reason} when it cannot (its working directory gone,
 say), and once the module has ended {"rc": exit code}.

@@ -18,8 +18,8 @@ import pytest
 from ansible.playbook.play_context import PlayContext
 from ansible.plugins.connection.local import Connection as BuiltinLocal
 from ansible_collections.accelerators.gpu.plugins.connection.local import Connection
-from ansible_collections.accelerators.gpu.plugins.module_utils import module_worker
-from ansible_collections.accelerators.gpu.plugins.module_utils.module_worker import NotServed
+from ansible_collections.accelerators.gpu.plugins.module_utils.runner import worker as module_worker
+from ansible_collections.accelerators.gpu.plugins.module_utils.runner.worker import NotServed
 from ansible_collections.accelerators.gpu.plugins.plugin_utils import worker_action
 
 PIPED = "/bin/sh -c '/venv/bin/python3 && sleep 0'"

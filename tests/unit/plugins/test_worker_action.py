@@ -15,7 +15,7 @@ import os
 import pytest
 
 from ansible.plugins.action.normal import ActionModule as NormalAction
-from ansible_collections.accelerators.gpu.plugins.module_utils import module_worker
+from ansible_collections.accelerators.gpu.plugins.module_utils.runner import worker as module_worker
 from ansible_collections.accelerators.gpu.plugins.plugin_utils import worker_action
 
 PIPED = '/bin/sh -c /venv/bin/python3'

@@ -11,7 +11,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.accelerators.gpu.plugins.filter.fleet_status import (
     FilterModule, fleet_status_lines, fleet_status_summary)
-from ansible_collections.accelerators.gpu.plugins.module_utils.stack_status import node_rows, table_lines
+from ansible_collections.accelerators.gpu.plugins.module_utils.status.stack_status import node_rows, table_lines
 
 OPERANDS = ("nvidia-container-toolkit", "nvidia-device-plugin", "nvidia-dcgm-exporter")
 CONNECTION_REFUSED = ("Failed to get client due to HTTPSConnectionPool(host='127.0.0.1', port=1): Max retries "

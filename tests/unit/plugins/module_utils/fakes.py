@@ -1,13 +1,16 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A module and a cluster in memory, for the tests of the modules' work (node_inventory, dtk_lookup, driver_sync)."""
+"""A module and a cluster in memory, for the tests of the modules' work (nfd_labels, dtk_image_lookup, driver_daemonsets)."""
 
 import contextlib
 import copy
 import re
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import (
-    NODE_FULL, NODE_INFO, NODE_METADATA, APIError, node_from_table_row)
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver.dtk import DTK_IMAGESTREAM_PATH, NOT_OPENSHIFT
+from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.errors import APIError
+from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.views import (
+    NODE_FULL, NODE_INFO, NODE_METADATA, node_from_table_row)
+from ansible_collections.accelerators.gpu.plugins.module_utils.registry.mirrors import MIRROR_SET_PATHS
 
 # The columns of the API server's Node Table, and a row as its node printer fills them (cells of a Table read
 # with includeObject=Metadata).
@@ -29,7 +32,7 @@ def node_table_row(node):
 
 
 def served_node(node, view):
-    """A node as the API server sends it in a view of cluster_api.list_nodes()."""
+    """A node as the API server sends it in a view of ClusterAPI.list_nodes()."""
     if view == NODE_METADATA:
         return {'metadata': node['metadata']}
     if view == NODE_INFO:
@@ -146,10 +149,13 @@ class FakeCluster(Deadlines):
             raise APIError('DELETE', name, 409, 'Precondition failed: ResourceVersion in precondition')
         del self.daemonsets[name]
 
-    def read_dtk_imagestream(self):
+    def read_optional(self, path):
+        """The DTK image stream (dtk.read_dtk_imagestream), served unless stream_absence is NOT_OPENSHIFT."""
+        assert path == DTK_IMAGESTREAM_PATH, path
         self.reads.append(('imagestream', None))
-        return copy.deepcopy(self.imagestream), self.stream_absence
+        return copy.deepcopy(self.imagestream), self.stream_absence != NOT_OPENSHIFT
 
-    def list_mirror_sets(self):
-        self.reads.append(('mirror sets', None))
-        return copy.deepcopy(self.mirror_sets)
+    def list_items(self, path):
+        """A kind of mirror set (mirrors.list_mirror_sets)."""
+        self.reads.append(('mirror sets', path))
+        return copy.deepcopy(self.mirror_sets[dict((path, kind) for kind, path in MIRROR_SET_PATHS)[path]])

@@ -3,7 +3,7 @@
 """The protobuf encoding the API server writes of a PartialObjectMetadataList, for test answers: the fields
 kube_protobuf reads, and some it skips (generation, creationTimestamp, managedFields)."""
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.kube_protobuf import MAGIC
+from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.protobuf import MAGIC
 
 
 def varint(value):
