@@ -34,9 +34,10 @@ class PlaybookRun(list):
 
 
 def play(cluster, tasks, check=False, diff=False, extra_env=None, timeout=300, task_options=None,
-         connection="local"):
+         connection="local", verbose=False):
     """Run tasks [(module, args)] in one play on localhost; returns their results (a failed task ends the play).
-    task_options: keywords every task gets (async, poll...); connection: the connection plugin of the play.
+    task_options: keywords every task gets (async, poll...); connection: the connection plugin of the play; verbose:
+    with -v, whose messages go to the process's stderr.
 
     Modules run with this interpreter (the project's virtual environment, which has the kubernetes client) and
     reach the cluster through K8S_AUTH_KUBECONFIG, as any kubernetes.core module would.
@@ -48,14 +49,15 @@ def play(cluster, tasks, check=False, diff=False, extra_env=None, timeout=300, t
                            for index, (module, args) in enumerate(tasks)]}]
     env = dict(cluster.env, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
                ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false",
-               ANSIBLE_PYTHON_INTERPRETER=sys.executable, ANSIBLE_NOCOLOR="true")
+               ANSIBLE_PYTHON_INTERPRETER=sys.executable, ANSIBLE_NOCOLOR="true", ANSIBLE_VERBOSE_TO_STDERR="true")
     env.update(extra_env or {})
     with tempfile.TemporaryDirectory(prefix="accelerators-gpu-play-") as workdir:
         path = os.path.join(workdir, "play.yml")
         with open(path, "w") as handle:
             yaml.safe_dump(playbook, handle)
         command = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
-                   "-c", connection, path] + (["--check"] if check else []) + (["--diff"] if diff else [])
+                   "-c", connection, path] + (["--check"] if check else []) + (["--diff"] if diff else []) + (
+                       ["-v"] if verbose else [])
         started = time.monotonic()
         process = subprocess.run(command, env=env, cwd=workdir, capture_output=True, text=True, timeout=timeout,
                                  check=False)

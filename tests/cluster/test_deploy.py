@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 from ansible_collections.accelerators.gpu.tests.unit.golden import render as golden
@@ -15,12 +16,15 @@ from conftest import Cluster, start_cluster, wait_until_deleted_namespaces_are_g
 from gpu_fleet import FLEET_LABEL, RHCOS_416, RHCOS_96, selector
 from localcluster import api
 from localcluster import fleet as fleets
-from playbook import COLLECTIONS, run
+from playbook import COLLECTIONS, ROOT, run
 
 # The simulated registry: NVIDIA's images (the collection's defaults), the DTK images, NFD's.
 REGISTRY = ["nvcr.io/nvidia/*", "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:*", "registry.k8s.io/*",
             "registry.redhat.io/*"]
 TIMEOUT = 1200
+# What a module result says when the module worker ran it, handed over by the playbooks' connection
+# (plugins/module_utils/runner/worker.py).
+SERVED = {"served_by": "worker", "handed_by": "connection"}
 
 
 def gpu_fleet(*groups, **extra):
@@ -42,11 +46,13 @@ def fleet_variables(namespace, spec, **variables):
 
 
 class Run:
-    """An ansible-playbook run of a collection playbook: its JSON report, return code and wall time."""
+    """An ansible-playbook run of a collection playbook: its JSON report, return code and wall time, and its module
+    results' reports of what ran them ({task, action, report}: tests/callback_plugins/module_reports.py)."""
 
-    def __init__(self, process, seconds):
+    def __init__(self, process, seconds, modules):
         self.process = process
         self.seconds = seconds
+        self.modules = modules
         try:
             self.report = json.loads(process.stdout)
         except ValueError:
@@ -81,14 +87,18 @@ def playbook(cluster, name, variables=None, check=False, tags=None):
     # As README's commands run it: with -i localhost, and nothing hiding ansible-core's warnings; the playbooks
     # choose the Python running ansible-playbook themselves.
     env = dict(cluster.env, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
-               ANSIBLE_SHOW_CUSTOM_STATS="true")
+               ANSIBLE_SHOW_CUSTOM_STATS="true", ANSIBLE_CALLBACKS_ENABLED="module_reports",
+               ANSIBLE_CALLBACK_PLUGINS=os.path.join(ROOT, "tests", "callback_plugins"),
+               ANSIBLE_INJECT_INVOCATION="true")
     command = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
                "accelerators.gpu." + name,
                "-e", json.dumps(variables or {})] + (["--check"] if check else []) + (
                    ["--tags", tags] if tags else [])
     started = time.monotonic()
-    process = subprocess.run(command, env=env, capture_output=True, text=True, timeout=TIMEOUT, check=False)
-    run = Run(process, time.monotonic() - started)
+    with tempfile.NamedTemporaryFile(mode="r", prefix="module-reports-", suffix=".jsonl") as reports:
+        process = subprocess.run(command, env=dict(env, ACCELERATORS_GPU_TEST_MODULE_REPORTS=reports.name),
+                                 capture_output=True, text=True, timeout=TIMEOUT, check=False)
+        run = Run(process, time.monotonic() - started, [json.loads(line) for line in reports.read().splitlines()])
     print("%s%s: %.1fs, rc=%d" % (name, " --check" if check else "", run.seconds, process.returncode))
     return run
 
@@ -120,6 +130,9 @@ def test_openshift_deploy_validates_reruns_unchanged_reports_status_and_uninstal
         before_objects, before_labels = objects(cluster), node_labels(cluster, made.node_names)
 
         first = playbook(cluster, "deploy").succeeded()
+        # The module worker ran every module of the deploy, the first included (no_log tasks' results are censored).
+        not_served = [module for module in first.modules if module["report"] not in ("censored", SERVED)]
+        assert first.modules and not not_served, not_served
         namespace = "nvidia-gpu-operator"
         # One DaemonSet per RHCOS version, each built by its DTK side-car; nothing on the CPU node.
         daemonsets = {ds.metadata.name: ds for ds in cluster.apps.list_namespaced_daemon_set(

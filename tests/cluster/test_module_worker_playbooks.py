@@ -1,11 +1,12 @@
 """The module worker (plugins/module_utils/runner/worker.py) through real ansible-playbook runs.
 
 Each test gives the worker a socket directory of its own (XDG_RUNTIME_DIR) and a request log
-(ACCELERATORS_GPU_WORKER_LOG), so it sees only its own worker: the first module run starts it, later runs are served
-by it, each with its own environment. The plays run with connection local: the action plugin hands the worker the
-module's wrapper (from=action in the log); an async or become task still runs a module process, which
+(ACCELERATORS_GPU_WORKER_LOG), so it sees only its own worker: the first module run starts it and is served by it, as
+are later runs, each with its own environment. The plays run with connection local: the action plugin hands the worker
+the module's wrapper (from=action in the log); an async or become task still runs a module process, which
 forwards (from=module). With the collection's connection (accelerators.gpu.local, the playbooks'), every module
-piped into its interpreter goes to the worker, kubernetes.core's too (from=connection).
+piped into its interpreter goes to the worker, kubernetes.core's too (from=connection). Each module result says what
+ran it (accelerators_gpu_worker); a module the worker did not run is said once a run at -v.
 """
 
 import os
@@ -19,6 +20,9 @@ import pytest
 import yaml
 from conftest import wait_for
 from playbook import COLLECTIONS, findings, play, run
+
+REPORT = "accelerators_gpu_worker"
+SAID = "accelerators.gpu: modules run in their own processes, not in the module worker: "
 
 
 @pytest.fixture
@@ -79,15 +83,15 @@ class OnlyKubeconfig:
         self.env["KUBECONFIG"] = kubeconfig
 
 
-def test_the_first_run_starts_a_worker_that_serves_the_next_runs_each_with_its_own_environment(cluster, tmp_path, worker_env):
+def test_the_first_run_starts_a_worker_that_serves_it_and_the_next_runs_each_with_its_own_environment(
+        cluster, tmp_path, worker_env):
     env = worker_env(ACCELERATORS_GPU_WORKER_IDLE="60")
     args = {"namespace": "default"}
     first = run(cluster, "accelerators.gpu.cluster_facts", args, extra_env=env)
     assert not first.get("failed"), first
-    # No worker for the action to hand it to: it started one, and the module ran in its own process, which hands its
-    # module over once that worker listens (from=module; on a quiet machine the worker can be up by then).
-    assert [request["from"] for request in served(tmp_path)] in ([], ["module"]), served(tmp_path)
-    before = until_served(cluster, tmp_path, env)
+    # No worker for the action to hand it to: it started one, waited for it to listen, and handed it the module.
+    assert [request["from"] for request in served(tmp_path)] == ["action"], served(tmp_path)
+    assert first[REPORT] == {"served_by": "worker", "handed_by": "action"}
 
     # KUBECONFIG alone names the cluster: the worker imported the kubernetes client with none set, so the run's
     # own value must be the one used. Once the worker serves, it serves every run.
@@ -105,7 +109,7 @@ def test_the_first_run_starts_a_worker_that_serves_the_next_runs_each_with_its_o
     assert second_request["from"] == third_request["from"] == "action"
     assert second_request["worker"] == third_request["worker"]
     assert second_request["pid"] != third_request["pid"]  # a child per request
-    assert before >= 1
+    assert second[REPORT] == third[REPORT] == first[REPORT]
     # Served or not, a module returns the same result (the first run also filled kubernetes.core's discovery cache).
     assert findings(second) == findings(first)
 
@@ -135,14 +139,23 @@ def test_an_async_or_become_task_runs_a_module_process_that_the_worker_serves(cl
                  task_options=options)
     assert not result.get("failed") and result["namespace"]["metadata"]["name"] == "default", result
     assert [request["from"] for request in served(tmp_path)[count:]] == ["module"], result
+    assert result[REPORT] == {"served_by": "worker", "handed_by": "module"}
 
 
-def test_a_module_runs_in_its_own_process_when_the_worker_is_off(cluster, tmp_path, worker_env):
+@pytest.mark.parametrize("connection", ["local", "accelerators.gpu.local"])
+def test_with_the_worker_off_modules_run_in_their_own_processes_each_result_and_verbose_output_saying_so(
+        cluster, tmp_path, worker_env, connection):
     env = worker_env(ACCELERATORS_GPU_WORKER="off")
-    results = [run(cluster, "accelerators.gpu.cluster_facts", {"namespace": "default"}, extra_env=env)
-               for attempt in ("first", "second")]
+    results = play(cluster, [("accelerators.gpu.cluster_facts", {"namespace": "default"}),
+                             ("kubernetes.core.k8s_info", {"kind": "Namespace", "name": "default"})] * 2,
+                   extra_env=env, connection=connection, verbose=True)
     assert not any(result.get("failed") for result in results), results
     assert served(tmp_path) == [] and sockets(tmp_path) == []
+    off = {"served_by": "module", "reason": "ACCELERATORS_GPU_WORKER=off"}
+    # Through connection local, kubernetes.core's modules are Ansible's alone: their results say nothing.
+    assert [result.get(REPORT) for result in results] == [off, off if connection != "local" else None] * 2
+    said = [line for line in results.process.stderr.splitlines() if line.startswith(SAID)]
+    assert said == [SAID + "ACCELERATORS_GPU_WORKER=off"], results.process.stderr[-3000:]
 
 
 def test_an_idle_worker_exits(cluster, tmp_path, worker_env):
@@ -201,21 +214,31 @@ def test_the_collections_connection_runs_kubernetes_cores_modules_in_the_worker(
                   "data": {"key": "value"}}
     tasks = [("kubernetes.core.k8s", {"definition": config_map}),
              ("kubernetes.core.k8s_info", {"kind": "ConfigMap", "namespace": "default", "name": name})]
-    # No worker yet: the first module runs in its own process, and the connection starts one for those that follow.
+    by_the_connection = [("kubernetes.core.k8s", "connection", "0"), ("kubernetes.core.k8s_info", "connection", "0")]
+    # No worker yet: the connection starts one and waits for it, which runs the first module already.
     first = play(cluster, tasks, extra_env=env, connection="accelerators.gpu.local")
     assert not any(result.get("failed") for result in first) and first[0]["changed"], first
-    wait_for(lambda: sockets(tmp_path), message="the worker the connection started")
+    assert [(request["module"], request["from"], request["rc"]) for request in served(tmp_path)] == \
+        by_the_connection, first
     count = len(served(tmp_path))
     second = play(cluster, tasks, extra_env=env, connection="accelerators.gpu.local")
-    assert [(request["module"], request["from"], request["rc"]) for request in served(tmp_path)[count:]] == [
-        ("kubernetes.core.k8s", "connection", "0"), ("kubernetes.core.k8s_info", "connection", "0")], second
-    # The same results as from their own processes: the object unchanged, the same object read.
+    assert [(request["module"], request["from"], request["rc"]) for request in served(tmp_path)[count:]] == \
+        by_the_connection, second
+    # The results of modules in their own processes: the object unchanged, the same object read.
     assert not second[0]["changed"] and findings(second[1]) == findings(first[1])
     assert second[1]["resources"][0]["data"] == {"key": "value"}
-
-    # A task environment goes on the interpreter's command line: that module runs in its own process.
-    count = len(served(tmp_path))
-    own = play(cluster, tasks[1:], extra_env=env, connection="accelerators.gpu.local",
-               task_options={"environment": {"ACCELERATORS_GPU_TEST": "set"}})
-    assert findings(own[0]) == findings(first[1]) and served(tmp_path)[count:] == []
+    assert [result[REPORT] for result in first + second] == [{"served_by": "worker", "handed_by": "connection"}] * 4
     cluster.core.delete_namespaced_config_map(name, "default")
+
+
+def test_the_collections_connection_runs_a_module_with_its_task_environment_in_the_worker(
+        cluster, tmp_path, worker_env):
+    env = worker_env()
+    # Ansible puts the task environment on the interpreter's command line, quoted: the worker gets each value as the
+    # shell would have set it.
+    value = "set, 'quoted' $HOME"
+    result = run(cluster, "ansible.builtin.command", {"argv": ["printenv", "ACCELERATORS_GPU_TEST"]}, extra_env=env,
+                 connection="accelerators.gpu.local", task_options={"environment": {"ACCELERATORS_GPU_TEST": value}})
+    assert result["stdout"] == value, result
+    assert result[REPORT] == {"served_by": "worker", "handed_by": "connection"}
+    assert [request["module"] for request in served(tmp_path)] == ["ansible.builtin.command"]

@@ -1,16 +1,23 @@
 """The support matrix (tools/matrix): for each combination of ansible-core, Python and kubernetes client that MATRIX
 selects (`ci`, the default: the oldest and the newest; `all`; or names), the unit tests run with that environment's
-Python, and a smoke on the demo fleet runs that environment's ansible-playbook: deploy, a driver version rolled out
-to every GPU node, status, uninstall. One control plane serves every combination, one after the other: each smoke
-ends with an uninstall that must leave the cluster as it found it.
+Python, and a smoke on the demo fleet runs that environment's ansible-playbook: deploy, the same deploy again with the
+module worker off, a driver version rolled out to every GPU node, status, uninstall. One control plane serves every
+combination, one after the other: each smoke ends with an uninstall that must leave the cluster as it found it.
+
+The module worker serves every module of the deploy, the first included, or the smoke fails: a supported
+ansible-core on which the worker fell back to modules in their own processes would otherwise only be slower. Each
+module result says what ran it (accelerators_gpu_worker), which tests/callback_plugins/module_reports.py records.
 
 A combination whose Python this machine lacks is skipped, naming the version and where it was looked for.
 """
 
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -29,6 +36,7 @@ from localcluster import api  # noqa: E402
 pytestmark = pytest.mark.matrix
 
 COLLECTIONS = ROOT / ".build" / "collections"
+CALLBACKS = ROOT / "tests" / "callback_plugins"
 DEMO = ROOT / "tools" / "localcluster" / "fleets" / "demo.yml"
 NAMESPACE = "nvidia-gpu-operator"
 DRIVER_PODS = "app.kubernetes.io/component=nvidia-driver"
@@ -169,23 +177,34 @@ def allocatable(demo):
 class Playbooks:
     """Runs the collection's playbooks with a combination's ansible-playbook, as the README's commands do (-i
     localhost, the default output), and keeps each run's output, time and warnings. Each run's output goes to a log
-    in logs, every line stamped with the seconds since the run started, and its slowest tasks are printed."""
+    in logs, every line stamped with the seconds since the run started, and its slowest tasks are printed. The module
+    worker has a socket directory of its own (runtime): the deploy starts it."""
 
-    def __init__(self, combination, venv, demo, logs):
+    def __init__(self, combination, venv, demo, logs, runtime):
         self.combination = combination
-        self.env = environment(venv, KUBECONFIG=demo.kubeconfig, K8S_AUTH_KUBECONFIG=demo.kubeconfig)
+        self.env = {key: value for key, value in environment(
+            venv, KUBECONFIG=demo.kubeconfig, K8S_AUTH_KUBECONFIG=demo.kubeconfig, XDG_RUNTIME_DIR=runtime,
+            ACCELERATORS_GPU_WORKER_IDLE="60", ANSIBLE_CALLBACK_PLUGINS=str(CALLBACKS),
+            ANSIBLE_CALLBACKS_ENABLED="module_reports", ANSIBLE_INJECT_INVOCATION="true").items()
+            if key not in ("ACCELERATORS_GPU_WORKER", "ACCELERATORS_GPU_WORKER_LOG")}
         self.ansible_playbook = str(venv / "bin" / "ansible-playbook")
         self.logs = logs
         self.warnings = []
         self.timings = []
+        self.modules = []  # the last run's module results: {task, action, report}
+        self.served = []   # the last run's lines of the worker's log, a line per module the worker ran
 
-    def run(self, name, *extra, check=True):
-        """The run's output (stdout and stderr as one stream); with check, asserts its return code is 0."""
+    def run(self, name, *extra, check=True, env=None):
+        """The run's output (stdout and stderr as one stream); with check, asserts its return code is 0. env: what
+        the run's environment has besides."""
         log = self.logs / ("%s-%d-%s.log" % (self.combination.name, len(self.timings) + 1, name))
+        modules, served = log.with_suffix(".modules.jsonl"), log.with_suffix(".worker.log")
         started = time.monotonic()
         stamped = []
+        run_env = dict(self.env, ACCELERATORS_GPU_TEST_MODULE_REPORTS=str(modules),
+                       ACCELERATORS_GPU_WORKER_LOG=str(served), **(env or {}))
         with subprocess.Popen([self.ansible_playbook, "-i", "localhost,", "accelerators.gpu." + name] + list(extra),
-                              env=self.env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              env=run_env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True) as process, open(log, "w", encoding="utf-8") as out:
             watchdog = threading.Timer(PLAYBOOK_TIMEOUT, process.kill)
             watchdog.start()
@@ -197,6 +216,8 @@ class Playbooks:
             finally:
                 watchdog.cancel()
         seconds = time.monotonic() - started
+        self.modules = [json.loads(line) for line in modules.read_text().splitlines()] if modules.exists() else []
+        self.served = served.read_text().splitlines() if served.exists() else []
         output = "".join(line for _stamp, line in stamped)
         warnings = [line.strip() for line in output.splitlines()
                     if "[WARNING]" in line or "[DEPRECATION WARNING]" in line]
@@ -220,23 +241,61 @@ def slowest_tasks(stamped, seconds, count=3):
     return sorted(((end - start, name) for (start, name), end in zip(starts, ends)), reverse=True)[:count]
 
 
+@pytest.fixture
+def worker_runtime():
+    """A socket directory for the module worker of one smoke (short: a socket path must fit in an AF_UNIX address).
+    Its worker exits when idle; the directory goes at the end."""
+    runtime = tempfile.mkdtemp(prefix="agw-", dir="/tmp")
+    yield runtime
+    shutil.rmtree(runtime, ignore_errors=True)
+
+
+WORKER_OFF = "ACCELERATORS_GPU_WORKER=off"
+SAID = "accelerators.gpu: modules run in their own processes, not in the module worker: "
+
+
+def assert_every_module_served_by_the_worker(playbooks):
+    """Every module of the last run ran in the worker: each result says so, and the worker's log has a line for each.
+    The results of no_log tasks are censored, and such a task may run no module (set_fact): the log has a line for
+    each of those at most."""
+    reports = [module["report"] for module in playbooks.modules]
+    censored = reports.count("censored")
+    not_served = ["%s (%s): %s" % (module["task"], module["action"], module["report"]) for module in playbooks.modules
+                  if module["report"] not in ("censored", {"served_by": "worker", "handed_by": "connection"})]
+    print("%s: %d module results, %d more of no_log tasks; the worker ran %d modules" % (
+        playbooks.combination.name, len(reports) - censored, censored, len(playbooks.served)))
+    assert len(reports) > censored and not not_served, "not served by the module worker:\n" + "\n".join(not_served)
+    assert len(reports) - censored <= len(playbooks.served) <= len(reports), "\n".join(
+        ["results: %s" % [module["action"] for module in playbooks.modules], "the worker's log:"] + playbooks.served)
+
+
 @pytest.mark.parametrize("combination", COMBINATIONS, ids=[c.name for c in COMBINATIONS])
-def test_smoke_deploy_driver_rollout_status_uninstall(combination, demo, tmp_path):
+def test_smoke_deploy_driver_rollout_status_uninstall(combination, demo, tmp_path, worker_runtime):
     venv = venv_of(combination)
     before_objects, before_labels = api.object_names(demo.client), node_labels(demo)
     assert driver_daemonsets(demo) == [], "a previous smoke left the stack installed"
-    playbooks = Playbooks(combination, venv, demo, tmp_path)
+    playbooks = Playbooks(combination, venv, demo, tmp_path, worker_runtime)
     uninstalled = False
     try:
         # Deploy: one driver DaemonSet per RHCOS build of the GPU nodes that take a driver pod, the driver Ready on
         # each of them, and every GPU node's GPUs allocatable (the host-driver node's through its own driver).
         playbooks.run("deploy")
+        assert_every_module_served_by_the_worker(playbooks)
         builds = sorted({"nvidia-driver-daemonset-" + rhcos for rhcos in demo.driven.values()})
         assert driver_daemonsets(demo) == builds
         deployed = driver_pods(demo)
         assert sorted(deployed) == sorted(demo.driven), deployed
         assert all(ready for _uid, _image, ready in deployed.values()), deployed
         assert allocatable(demo) == demo.gpus
+
+        # The same deploy with the worker off: every module in its own process, each result and -v saying so once,
+        # and nothing to change.
+        output = playbooks.run("deploy", "-v", env={"ACCELERATORS_GPU_WORKER": "off"})
+        assert [line for line in output.splitlines() if line.startswith(SAID)] == [SAID + WORKER_OFF], output[-3000:]
+        assert playbooks.modules and playbooks.served == []
+        assert {json.dumps(module["report"]) for module in playbooks.modules} <= {
+            '"censored"', json.dumps({"served_by": "module", "reason": WORKER_OFF})}, playbooks.modules
+        assert re.search(r"^localhost +: ok=\d+ +changed=0 ", output, re.M), output[-2000:]
 
         # A driver version change rolled out: every driven node gets a new driver pod, of the new version, Ready,
         # and its upgrade state done; the GPUs are back.

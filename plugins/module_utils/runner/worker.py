@@ -1,74 +1,97 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A per-user worker process that runs this collection's modules with the Kubernetes client already imported.
+"""A per-user worker process that runs modules with the Kubernetes client already imported, and how a module gets
+there.
 
 Importing the kubernetes client costs a module process most of its run (0.5-0.8 s of CPU, against tens of
 milliseconds for the requests of a no-op), and a deploy runs a dozen modules. kubernetes.core solved the same
 problem with cloud.common's turbo mode; this is the same idea, kept small:
 
-- The module process (the stub) connects to a Unix socket in a directory only its user can open, and hands
-  over its module arguments, environment, working directory, the path of its AnsiballZ payload and its own
-  stdout and stderr (as file descriptors).
-- The worker forks a child per request. The child takes the stub's environment and working directory, imports
-  the module and its module_utils from the stub's payload (never from an earlier request, so a changed
-  collection is always the code that runs), and runs it exactly as AnsiballZ does, writing its result straight to
-  the stub's stdout; it sends back only the exit code. The worker itself holds nothing but third-party imports.
+- The worker (runner/worker_process.py) listens on a Unix socket in a directory only its user can open and forks a
+  child per request. The child takes the caller's environment, working directory and output streams, runs the module
+  from the caller's payload or wrapper (never from an earlier request, so a changed collection is always the code
+  that runs) and sends back only the exit code. The worker itself holds nothing but third-party imports.
 - On this host (connection local, no become, not async), the action plugin of these modules
-  (plugins/plugin_utils/worker_action.py) goes further: it hands the worker the AnsiballZ wrapper Ansible would pipe into
-  a new interpreter (run_wrapper), and the child runs it as that interpreter would. No module process starts at all:
-  that saves a Python start and the import of ansible.module_utils from the payload, about 0.25 s a task.
+  (plugins/plugin_utils/worker_action.py) hands the worker the AnsiballZ wrapper Ansible would pipe into a new
+  interpreter (run_wrapper), and the child runs it as that interpreter would. No module process starts at all: that
+  saves a Python start and the import of ansible.module_utils from the payload, about 0.25 s a task.
 - The connection plugin accelerators.gpu.local, which the playbooks use, does the same for any module piped into an
   interpreter: kubernetes.core's k8s and k8s_info too, which import the Kubernetes client anew in each process.
-- When no worker answers, the module runs in its own process as usual and one is started for the modules that
-  follow; a worker idle for ACCELERATORS_GPU_WORKER_IDLE seconds (default 120) exits.
+- Elsewhere (become, async, another host) the module process hands its run over itself (forward).
+- When no worker answers, one is started and waited for (START_SECONDS at most); a module process does not wait and
+  runs its module itself. A worker idle for ACCELERATORS_GPU_WORKER_IDLE seconds (default 120) exits.
   ACCELERATORS_GPU_WORKER=off turns it off. ACCELERATORS_GPU_WORKER_LOG names a file that gets a line per request
-  served, from=module (a module process forwarded it), from=action (the action plugin handed it the wrapper) or
-  from=connection (the connection plugin did), with its wall seconds and the peak resident memory of the process
-  that ran it, for tests, benchmarks and debugging.
+  served, from=module, from=action or from=connection (who handed it over), with its wall seconds and the peak
+  resident memory of the process that ran it, for tests, benchmarks and debugging.
 
-Only the standard library is used here: the worker starts from this file's source, before any payload exists.
+Every module result says which ran it, under REPORT: {served_by: worker, handed_by: ...} or {served_by: module,
+reason: ...}. What the worker relies on in ansible-core beyond its public interface is checked once per ansible-core
+version (runner/worker_compatibility.py); when it does not hold, the modules run as Ansible runs them.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import atexit
 import base64
-import errno
-import fcntl
-import gc
 import hashlib
-import inspect
 import json
-import marshal
 import os
-import resource
-import runpy
 import selectors
-import signal
 import socket
-import stat
-import struct
 import subprocess
 import sys
-import tempfile
-import threading
 import time
-import traceback
-import types
-import zipimport
 
-SWITCH = 'ACCELERATORS_GPU_WORKER'
+from . import worker_compatibility, worker_process
+
+SWITCH = worker_process.SWITCH
 IDLE = 'ACCELERATORS_GPU_WORKER_IDLE'
-LOG = 'ACCELERATORS_GPU_WORKER_LOG'
 DEFAULT_IDLE_SECONDS = 120
-# What the worker imports once for every module it runs: the Kubernetes client and what it pulls in.
-PRELOAD = ('kubernetes', 'kubernetes.dynamic', 'urllib3', 'yaml', 'jsonpatch')
-_LENGTH = struct.Struct('!Q')
+# How long a caller on the controller waits for the worker it started to listen.
+START_SECONDS = 30
+# The key of a module's result that says what ran the module. Modules return no such key of their own.
+REPORT = 'accelerators_gpu_worker'
 # Longest socket path without its suffix ('.sock' and, while it is bound, '.<pid>'): AF_UNIX addresses hold 107
 # bytes on Linux, 103 on BSDs.
 _MAX_PATH = 88
+
+
+class NotServed(Exception):
+    """The worker does not run the module; the message says why. The module then runs as Ansible runs it."""
+
+
+def served(handed_by):
+    """The report of a module the worker ran, handed over by handed_by (action, connection, module)."""
+    return {'served_by': 'worker', 'handed_by': handed_by}
+
+
+def not_served(reason):
+    """The report of a module that ran in its own process, for reason."""
+    return {'served_by': 'module', 'reason': reason}
+
+
+def with_report(stdout, report):
+    """(stdout with report under REPORT in the module's result, the report the result carries): the result is the
+    JSON object Ansible reads from a module's output, from the first line that starts with '{' to the last that ends
+    with '}'. A result that has a report keeps it; output with no result is returned as it is, with None."""
+    lines = stdout.splitlines(True)
+    first = next((index for index, line in enumerate(lines) if line.lstrip().startswith(b'{')), None)
+    last = next((index for index in range(len(lines) - 1, -1, -1) if lines[index].rstrip().endswith(b'}')), None)
+    if first is None or last is None or last < first:
+        return stdout, None
+    body = b''.join(lines[first:last + 1])
+    try:
+        result = json.loads(body)
+    except ValueError:
+        return stdout, None
+    if not isinstance(result, dict):
+        return stdout, None
+    if REPORT in result:
+        return stdout, result[REPORT]
+    end = body.rindex(b'}')
+    added = (b', ' if result else b'') + json.dumps({REPORT: report})[1:-1].encode('utf-8')
+    return b''.join(lines[:first]) + body[:end] + added + body[end:] + b''.join(lines[last + 1:]), report
 
 
 def _socket_dir(environ):
@@ -76,30 +99,20 @@ def _socket_dir(environ):
 
 
 def switched_off(environ):
-    return environ.get(SWITCH, '').lower() in ('off', 'false', 'no', '0')
+    """'ACCELERATORS_GPU_WORKER=off' (as environ says it) when environ turns the worker off, else None."""
+    value = environ.get(SWITCH, '')
+    return '%s=%s' % (SWITCH, value) if value.lower() in ('off', 'false', 'no', '0') else None
 
 
 def private_socket_dir(environ):
     """The directory of this user's workers, created if missing; None when it is not private to this user."""
-    return _private_dir(_socket_dir(environ))
-
-
-def _private_dir(path):
-    """path, created if missing, when it is a directory of this user that no one else can open; else None."""
-    try:
-        os.mkdir(path, 0o700)
-    except OSError as error:
-        if error.errno != errno.EEXIST:
-            return None
-    info = os.lstat(path)
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
-        return None
-    return path
+    return worker_process.private_dir(_socket_dir(environ))
 
 
 def worker_key(executable, base_path, source, packages=()):
     """The worker's name: one per interpreter, import path, installed packages (installed_packages) and version of
-    this file, whose protocol it speaks. A worker is never used after the packages it preloaded have changed."""
+    the worker's source, whose protocol it speaks. A worker is never used after the packages it preloaded have
+    changed."""
     digest = hashlib.sha256()
     for part in [executable] + list(base_path) + [source] + list(packages):
         digest.update(part.encode('utf-8', 'surrogateescape') + b'\0')
@@ -119,52 +132,18 @@ def installed_packages(base_path):
     return found
 
 
-def _send_frame(conn, data, fds=()):
-    header = _LENGTH.pack(len(data))
-    if fds:
-        socket.send_fds(conn, [header], list(fds))
-    else:
-        conn.sendall(header)
-    conn.sendall(data)
-
-
-def _receive_exactly(conn, size):
-    chunks = []
-    while size:
-        chunk = conn.recv(min(size, 1 << 20))
-        if not chunk:
-            raise EOFError('connection closed')
-        chunks.append(chunk)
-        size -= len(chunk)
-    return b''.join(chunks)
-
-
-def _receive_frame(conn, max_fds=0):
-    fds = []
-    if max_fds:
-        header, fds, _flags, _address = socket.recv_fds(conn, _LENGTH.size, max_fds)
-        if len(header) < _LENGTH.size:
-            header += _receive_exactly(conn, _LENGTH.size - len(header))
-    else:
-        header = _receive_exactly(conn, _LENGTH.size)
-    return _receive_exactly(conn, _LENGTH.unpack(header)[0]), fds
-
-
-def _own_source():
-    loader = globals().get('__loader__')
-    source = loader.get_source(__name__) if loader is not None and hasattr(loader, 'get_source') else None
-    if source is None:
-        with open(__file__) as handle:
-            source = handle.read()
-    # Ansible's collection loader on the controller gives bytes.
-    return source.decode('utf-8') if isinstance(source, bytes) else source
+def worker_source():
+    """The source the worker runs: runner/worker_process.py."""
+    return worker_process.module_source(worker_process.__name__, vars(worker_process))
 
 
 def forward():
-    """Have the worker run this module process's module; exits with the module's exit code when it did.
+    """Have the worker run this module process's module; exits with the module's exit code when it did, its result
+    saying so (REPORT).
 
     Returns (and the caller runs the module itself) when the worker is off, when this process is not an AnsiballZ
-    module run, and when no worker takes the request, in which case one is started for the modules that follow.
+    module run as the worker expects, and when no worker takes the request, in which case one is started for the
+    modules that follow.
     """
     if switched_off(os.environ):
         return
@@ -173,50 +152,50 @@ def forward():
     module_fqn = getattr(main, '_module_fqn', None)
     basic = sys.modules.get('ansible.module_utils.basic')
     params = getattr(basic, '_ANSIBLE_ARGS', None)
-    if not (payload and module_fqn and params is not None and hasattr(socket, 'send_fds')) or not _runner():
+    if not (payload and module_fqn and params is not None and hasattr(socket, 'send_fds')) \
+            or worker_compatibility.module_side_reason():
         return
     base_path = [entry for entry in sys.path if not entry.startswith(payload)]
-    source = _own_source()
-    path = _worker_path(os.environ, sys.executable, base_path, source)
-    if path is None:
+    source = worker_source()
+    try:
+        path = _worker_path(os.environ, sys.executable, base_path, source)
+    except NotServed:
         return
     request = json.dumps({
         'payload': payload, 'module_fqn': module_fqn, 'params': base64.b64encode(params).decode('ascii'),
         'profile': getattr(basic, '_ANSIBLE_PROFILE', None), 'env': dict(os.environ), 'cwd': os.getcwd(),
     }).encode('utf-8')
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn = _connect(path)
+    if conn is None:
+        try:
+            _start_worker(path, base_path, source)
+        except NotServed:
+            pass  # this module runs itself all the same, and the next one starts a worker again
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
     with conn:
         try:
-            conn.connect(path + '.sock')
-            sys.stdout.flush()
-            sys.stderr.flush()
-            _send_frame(conn, request, (sys.stdout.fileno(), sys.stderr.fileno()))
-            _receive_frame(conn)  # taken: from here on the module runs there
-        except (OSError, EOFError):
-            _start_worker(path, base_path, source)
+            rc, stdout, stderr = _hand_over(conn, request, module_fqn)
+        except NotServed:
             return
-        try:
-            rc = json.loads(_receive_frame(conn)[0])['rc']
-        except (OSError, EOFError, ValueError, KeyError):
-            sys.stdout.write(json.dumps({'failed': True, 'msg': _ended_early(module_fqn)}) + '\n')
-            rc = 1
+    for stream, data in ((sys.stdout, with_report(stdout, served('module'))[0]), (sys.stderr, stderr)):
+        stream.buffer.write(data)
+        stream.flush()
     # As a module ends: AnsiballZ's wrapper still removes the payload.
     raise SystemExit(rc)
 
 
-def _ended_early(module_fqn):
-    return ('the accelerators.gpu module worker ended before the module %s did; %s=off runs modules in their own '
-            'process' % (module_fqn, SWITCH))
-
-
 def _worker_path(environ, executable, base_path, source):
-    """Where the worker for this interpreter, import path and protocol listens (without '.sock'); None when there
+    """Where the worker for this interpreter, import path and protocol listens (without '.sock'); NotServed when there
     is no private directory for it or the path is too long to bind."""
     directory = private_socket_dir(environ)
     if directory is None:
-        return None
+        raise NotServed('%s is not a directory only this user can open' % _socket_dir(environ))
     path = os.path.join(directory, worker_key(executable, base_path, source, installed_packages(base_path)))
-    return path if len(path) <= _MAX_PATH else None
+    if len(path) > _MAX_PATH:
+        raise NotServed('the worker socket path %s.sock is too long for a Unix socket' % path)
+    return path
 
 
 def interpreter_path(executable, environ):
@@ -230,45 +209,82 @@ def interpreter_path(executable, environ):
 def run_wrapper(executable, wrapper, module_fqn, environ, cwd, handed_by='action'):
     """On the controller, for a module Ansible would pipe into executable as an AnsiballZ wrapper: have the worker
     of that interpreter run the wrapper, with environ and cwd. (rc, stdout bytes, stderr bytes), as the process would
-    have ended; None when the worker is off or none is running (the caller then runs the module as usual, and one is
-    started for the modules that follow). handed_by (action, connection) is what the log's from= says."""
-    if switched_off(environ) or not hasattr(socket, 'send_fds'):
-        return None
+    have ended; NotServed, saying why, when the worker does not run it (the caller then runs the module as usual).
+    When no worker listens, one is started and waited for. handed_by (action, connection) is what the log's from=
+    says."""
+    off = switched_off(environ)
+    if off:
+        raise NotServed(off)
+    if not hasattr(socket, 'send_fds'):
+        raise NotServed('Python %d.%d cannot pass file descriptors over a socket' % sys.version_info[:2])
     try:
         base_path = interpreter_path(executable, environ)
-    except (OSError, ValueError, subprocess.CalledProcessError):
-        return None
-    path = _worker_path(environ, executable, base_path, _own_source())
-    if path is None:
-        return None
+    except (OSError, ValueError, subprocess.CalledProcessError) as error:
+        raise NotServed('the interpreter %s did not say its import path: %s' % (executable, error))
+    source = worker_source()
+    path = _worker_path(environ, executable, base_path, source)
     request = json.dumps({'wrapper': base64.b64encode(wrapper).decode('ascii'), 'module_fqn': module_fqn,
                           'env': dict(environ), 'cwd': cwd, 'from': handed_by}).encode('utf-8')
+    with _started(path, base_path, source, executable, environ) as conn:
+        return _hand_over(conn, request, module_fqn)
+
+
+def _connect(path):
+    """A connection to the worker listening at path, or None."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(path + '.sock')
+    except OSError:
+        conn.close()
+        return None
+    return conn
+
+
+def _started(path, base_path, source, executable, environ):
+    """A connection to the worker at path; when none listens, one started and waited for, START_SECONDS at most."""
+    conn = _connect(path)
+    if conn is not None:
+        return conn
+    worker = _start_worker(path, base_path, source, executable, environ)
+    deadline = time.monotonic() + START_SECONDS
+    while conn is None:
+        # A worker that exits at once with 0 found another one starting at the same path: that one is waited for.
+        exited = worker.poll()
+        if exited:
+            raise NotServed('the worker exited as it started, with exit code %d' % exited)
+        if time.monotonic() > deadline:
+            raise NotServed('the worker did not listen within %g s of its start' % START_SECONDS)
+        time.sleep(0.02)
+        conn = _connect(path)
+    return conn
+
+
+def _hand_over(conn, request, module_fqn):
+    """(rc, stdout bytes, stderr bytes) of the module the worker at conn ran for request; NotServed when it did not
+    take the request."""
     out_read, out_write = os.pipe()
     err_read, err_write = os.pipe()
     writers = [out_write, err_write]
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-            try:
-                conn.connect(path + '.sock')
-            except OSError:
-                _start_worker(path, base_path, _own_source(), executable, environ)
-                return None
-            try:
-                _send_frame(conn, request, writers)
-                _receive_frame(conn)  # taken: from here on the module runs there
-            except (OSError, EOFError):
-                return None
-            # Only the child holds the writing ends now: its exit ends both streams.
-            for fd in writers:
-                os.close(fd)
-            writers = []
-            stdout, stderr = _drain(out_read, err_read)
-            try:
-                rc = json.loads(_receive_frame(conn)[0])['rc']
-            except (OSError, EOFError, ValueError, KeyError):
-                stderr += (_ended_early(module_fqn) + '\n').encode('utf-8')
-                rc = 1
-            return rc, stdout, stderr
+        try:
+            worker_process.send_frame(conn, request, writers)
+            answer = json.loads(worker_process.receive_frame(conn)[0])
+        except (OSError, EOFError, ValueError) as error:
+            raise NotServed('the worker took no request (%s)' % error)
+        if 'declined' in answer:
+            raise NotServed('the worker could not take the module: %s' % answer['declined'])
+        # Only the child holds the writing ends now: its exit ends both streams.
+        for fd in writers:
+            os.close(fd)
+        writers = []
+        stdout, stderr = _drain(out_read, err_read)
+        try:
+            rc = json.loads(worker_process.receive_frame(conn)[0])['rc']
+        except (OSError, EOFError, ValueError, KeyError):
+            stderr += ('the accelerators.gpu module worker ended before the module %s did; %s=off runs modules in '
+                       'their own process\n' % (module_fqn, SWITCH)).encode('utf-8')
+            rc = 1
+        return rc, stdout, stderr
     finally:
         for fd in [out_read, err_read] + writers:
             os.close(fd)
@@ -293,7 +309,8 @@ def _drain(*fds):
 
 def _start_worker(path, base_path, source, executable=None, environ=None):
     """Start the worker of executable (this interpreter by default) in a session of its own, detached from this
-    process's output (Ansible waits for it), with what it needs of environ (this process's by default)."""
+    process's output (Ansible waits for it), with what it needs of environ (this process's by default); its
+    process (subprocess.Popen). NotServed when it cannot be started."""
     script = path + '.py'
     if not os.path.exists(script):
         staging = '%s.%d' % (script, os.getpid())
@@ -304,261 +321,11 @@ def _start_worker(path, base_path, source, executable=None, environ=None):
     idle = environ.get(IDLE) or str(DEFAULT_IDLE_SECONDS)
     # Only what finds the interpreter's packages: the worker outlives this process, and credentials stay out of it.
     env = dict((name, value) for name, value in environ.items()
-               if name in ('PATH', 'HOME', 'LANG', 'LC_ALL', 'TMPDIR', LOG))
+               if name in ('PATH', 'HOME', 'LANG', 'LC_ALL', 'TMPDIR', worker_process.LOG))
     env[SWITCH] = 'off'
     try:
-        subprocess.Popen([executable or sys.executable, script, path, idle, json.dumps(base_path)], env=env,
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         close_fds=True, start_new_session=True)
-    except OSError:
-        pass
-
-
-def _log(line):
-    target = os.environ.get(LOG)
-    if target:
-        with open(target, 'a') as handle:
-            handle.write(line + '\n')
-
-
-def serve(path, idle_seconds, base_path):
-    """The worker: preload, listen at path.sock, fork a child per request; exit after idle_seconds without one."""
-    sys.path[:] = base_path
-    lock = open(path + '.lock', 'w')
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return  # another worker serves this path, or is starting to
-    for name in PRELOAD:
-        try:
-            __import__(name)
-        except ImportError:
-            pass
-    address = path + '.sock'
-    if os.path.exists(address):
-        os.unlink(address)  # left by a worker that died: the lock says none is alive
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    # Bound and listening before it has its name: a socket that exists is one that takes connections.
-    staging = '%s.%d' % (address, os.getpid())
-    listener.bind(staging)
-    listener.listen(16)
-    os.rename(staging, address)
-    listener.settimeout(idle_seconds)
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the children
-    _cache_compiled_sources(_private_dir(path + '.code'))
-    # What the worker loaded stays out of its children's garbage collections: a full collection in a child would
-    # otherwise walk, and so copy, every page of the preloaded client the child shares with the worker.
-    gc.collect()
-    gc.freeze()
-    try:
-        while True:
-            try:
-                conn, _address = listener.accept()
-            except socket.timeout:
-                return
-            if _peer_uid(conn) not in (None, os.getuid()) or os.fork():
-                conn.close()
-                continue
-            listener.close()
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            _run_request(conn)
-    finally:
-        try:
-            os.unlink(address)
-        except OSError:
-            pass  # its directory went first
-        lock.close()
-
-
-def _cache_compiled_sources(directory):
-    """Keep the code zipimport compiles from a payload's sources (it has no bytecode), by the source's digest.
-
-    A request's modules are compiled again in each request otherwise, which costs as much as the module's own work.
-    """
-    compile_source = getattr(zipimport, '_compile_source', None)
-    if directory is None or compile_source is None:
-        return
-
-    def cached(pathname, source):
-        stored = os.path.join(directory, hashlib.sha256(source).hexdigest())
-        try:
-            with open(stored, 'rb') as handle:
-                return _with_filename(marshal.load(handle), pathname)
-        except (OSError, EOFError, ValueError, TypeError):
-            pass
-        code = compile_source(pathname, source)
-        staging = '%s.%d' % (stored, os.getpid())
-        with open(staging, 'wb') as handle:
-            marshal.dump(code, handle)
-        os.rename(staging, stored)
-        return code
-
-    zipimport._compile_source = cached
-
-
-def _with_filename(code, filename):
-    """code, and the code objects it holds, naming filename (this request's payload) in tracebacks."""
-    consts = tuple(_with_filename(const, filename) if isinstance(const, types.CodeType) else const
-                   for const in code.co_consts)
-    return code.replace(co_filename=filename, co_consts=consts)
-
-
-def _peer_uid(conn):
-    if not hasattr(socket, 'SO_PEERCRED'):
-        return None  # the directory's mode keeps others out
-    return struct.unpack('3i', conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize('3i')))[1]
-
-
-def _run_request(conn):
-    """In a child of the worker: run the stub's module as AnsiballZ would, its output on the stub's stdout."""
-    started = time.monotonic()
-    module_fqn = None
-    sender = None
-    rc = 1
-    taken = False
-    exit_handlers = None
-    try:
-        data, fds = _receive_frame(conn, max_fds=2)
-        request = json.loads(data)
-        module_fqn = request['module_fqn']
-        sender = request.get('from', 'action') if 'wrapper' in request else 'module'
-        os.dup2(fds[0], 1)
-        os.dup2(fds[1], 2)
-        for fd in fds:
-            os.close(fd)
-        os.environ.clear()
-        os.environ.update(request['env'])
-        os.environ[SWITCH] = 'off'  # this process runs the module itself
-        os.chdir(request['cwd'])
-        kube_config = sys.modules.get('kubernetes.config.kube_config')
-        if kube_config is not None:
-            # Read from the environment at import, which was the worker's, not this request's.
-            kube_config.KUBE_CONFIG_DEFAULT_LOCATION = os.environ.get('KUBECONFIG', '~/.kube/config')
-        tempfile.tempdir = None  # found again from this request's TMPDIR, not the worker's
-        exit_handlers = _recorded_exit_handlers()
-        _send_frame(conn, b'{}')
-        taken = True
-        _exit_with_the_stub(conn)
-        (_run_wrapper if 'wrapper' in request else _run_module)(request)
-    except SystemExit as exit_:
-        rc = exit_.code if isinstance(exit_.code, int) else 1
-    except BaseException:
-        if taken:
-            traceback.print_exc()
-    finally:
-        if exit_handlers:
-            _run_exit_handlers(exit_handlers)
-        if not taken:
-            os._exit(0)  # unanswered: the stub runs the module itself
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        # Logged before the exit code goes: the stub then closes the connection, and the watch thread ends this
-        # process at once.
-        _log('%s pid=%d worker=%d rc=%s seconds=%.3f from=%s maxrss_mib=%d'
-             % (module_fqn, os.getpid(), os.getppid(), rc, time.monotonic() - started, sender,
-                resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024))
-        try:
-            _send_frame(conn, json.dumps({'rc': rc}).encode('utf-8'))
-        except OSError:
-            pass
-        os._exit(0)
-
-
-def _recorded_exit_handlers():
-    """The exit handlers the module registers (atexit.register, as the Kubernetes client registers the removal of the
-    files it writes a kubeconfig's certificates and keys to), kept in a list for _run_exit_handlers: the child ends
-    with os._exit, as a forked child must, and that runs none. Registered with atexit too, as before."""
-    handlers = []
-    register, unregister = atexit.register, atexit.unregister
-
-    def recording_register(func, *args, **kwargs):
-        handlers.append((func, args, kwargs))
-        return register(func, *args, **kwargs)
-
-    def recording_unregister(func):
-        handlers[:] = [handler for handler in handlers if handler[0] != func]
-        return unregister(func)
-
-    atexit.register, atexit.unregister = recording_register, recording_unregister
-    return handlers
-
-
-def _run_exit_handlers(handlers):
-    """As the interpreter runs them at exit: last registered first, an error in one not stopping the others."""
-    for func, args, kwargs in reversed(handlers):
-        try:
-            func(*args, **kwargs)
-        except Exception:  # pylint: disable=broad-except
-            traceback.print_exc()
-
-
-def _exit_with_the_stub(conn):
-    """Stop this child when the stub goes away (killed by a timeout): it sends nothing more, so EOF means gone."""
-
-    def watch():
-        try:
-            while conn.recv(1):
-                pass
-        except OSError:
-            pass
-        os._exit(1)
-
-    thread = threading.Thread(target=watch)
-    thread.daemon = True
-    thread.start()
-
-
-def _run_wrapper(request):
-    """Run an AnsiballZ wrapper as the interpreter Ansible pipes it into would: as __main__, from a file of its
-    own (the wrapper leaves its directory out of the import path), with no command-line arguments."""
-    handle, script = tempfile.mkstemp(prefix='AnsiballZ_', suffix='.py')
-    try:
-        with os.fdopen(handle, 'wb') as writer:
-            writer.write(base64.b64decode(request['wrapper']))
-        sys.argv = [script]
-        runpy.run_path(script, run_name='__main__')
-    finally:
-        os.unlink(script)
-    raise RuntimeError('the module %s did not exit' % request['module_fqn'])
-
-
-# The arguments _run_module gives the AnsiballZ loader's run_module (ansible-core 2.19 on).
-_LOADER_ARGUMENTS = ('json_params', 'profile', 'module_fqn', 'modlib_path', 'extensions')
-
-
-def _runner():
-    """How _run_module runs a module with this process's ansible.module_utils: the AnsiballZ loader's run_module
-    (ansible-core 2.19 on) when it takes _LOADER_ARGUMENTS; else, when there is no such loader (before 2.19, whose
-    wrapper sets the arguments and runs the module itself), 'runpy'; None with a loader this file does not know, and
-    then the module runs in its own process."""
-    try:
-        from ansible.module_utils._internal._ansiballz import _loader
-    except ImportError:
-        return 'runpy'
-    try:
-        parameters = inspect.signature(_loader.run_module).parameters
-    except (AttributeError, TypeError, ValueError):
-        return None
-    return _loader.run_module if all(name in parameters for name in _LOADER_ARGUMENTS) else None
-
-
-def _run_module(request):
-    sys.path.insert(0, request['payload'])
-    params = base64.b64decode(request['params'])
-    runner = _runner()
-    if runner != 'runpy':
-        runner(json_params=params, profile=request['profile'], module_fqn=request['module_fqn'],
-               modlib_path=request['payload'], extensions={})
-    else:
-        from ansible.module_utils import basic
-        basic._ANSIBLE_ARGS = params
-        runpy.run_module(mod_name=request['module_fqn'], run_name='__main__', alter_sys=True,
-                         init_globals=dict(_module_fqn=request['module_fqn'], _modlib_path=request['payload']))
-    raise RuntimeError('the module %s did not exit' % request['module_fqn'])
-
-
-if __name__ == '__main__':
-    serve(sys.argv[1], float(sys.argv[2]), json.loads(sys.argv[3]))
+        return subprocess.Popen([executable or sys.executable, script, path, idle, json.dumps(base_path)], env=env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                close_fds=True, start_new_session=True)
+    except OSError as error:
+        raise NotServed('the worker did not start: %s' % error)

@@ -1,12 +1,13 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The module worker's parts: its name, its directory, its framing, a wrapper run by a worker process (no cluster).
-tests/cluster/test_module_worker_playbooks.py runs it through ansible-playbook."""
+"""The module worker's parts: its name, its directory, its framing, the report a result carries, a wrapper run by a
+worker process (no cluster). tests/cluster/test_module_worker_playbooks.py runs it through ansible-playbook."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
 import shutil
 import socket
@@ -19,6 +20,8 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.runner import worker as module_worker
+from ansible_collections.accelerators.gpu.plugins.module_utils.runner.worker import NotServed
+from ansible_collections.accelerators.gpu.plugins.module_utils.runner import worker_process
 
 
 def test_a_worker_is_named_by_interpreter_import_path_packages_and_protocol():
@@ -34,16 +37,16 @@ def test_a_worker_is_named_by_interpreter_import_path_packages_and_protocol():
 
 def test_the_socket_directory_is_private_or_not_used(tmp_path):
     private = str(tmp_path / 'private')
-    assert module_worker._private_dir(private) == private
+    assert worker_process.private_dir(private) == private
     assert os.stat(private).st_mode & 0o777 == 0o700
     shared = tmp_path / 'shared'
     shared.mkdir(mode=0o755)
     os.chmod(str(shared), 0o755)
-    assert module_worker._private_dir(str(shared)) is None
+    assert worker_process.private_dir(str(shared)) is None
     target = tmp_path / 'target'
     target.mkdir(mode=0o700)
     os.symlink(str(target), str(tmp_path / 'link'))
-    assert module_worker._private_dir(str(tmp_path / 'link')) is None
+    assert worker_process.private_dir(str(tmp_path / 'link')) is None
 
 
 def test_frames_carry_large_payloads_and_file_descriptors(tmp_path):
@@ -51,9 +54,9 @@ def test_frames_carry_large_payloads_and_file_descriptors(tmp_path):
     payload = os.urandom(3 << 20)
     with open(str(tmp_path / 'out'), 'w') as out:
         # More than a socket buffer holds: the sender blocks until the receiver reads.
-        sender = threading.Thread(target=module_worker._send_frame, args=(left, payload, (out.fileno(),)))
+        sender = threading.Thread(target=worker_process.send_frame, args=(left, payload, (out.fileno(),)))
         sender.start()
-        received, fds = module_worker._receive_frame(right, max_fds=2)
+        received, fds = worker_process.receive_frame(right, max_fds=2)
         sender.join()
     assert received == payload and len(fds) == 1
     os.write(fds[0], b'through the passed descriptor')
@@ -75,26 +78,47 @@ def start_worker(environ):
     """A worker for this interpreter with environ's import path, started as a module process would start it; its
     socket path once it listens."""
     base_path = module_worker.interpreter_path(sys.executable, environ)
-    path = module_worker._worker_path(environ, sys.executable, base_path, module_worker._own_source())
-    module_worker._start_worker(path, base_path, module_worker._own_source())
+    path = module_worker._worker_path(environ, sys.executable, base_path, module_worker.worker_source())
+    module_worker._start_worker(path, base_path, module_worker.worker_source())
     deadline = time.monotonic() + 60
     while not os.path.exists(path + '.sock') and time.monotonic() < deadline:
         time.sleep(0.1)
     return path
 
 
-def test_the_worker_runs_a_wrapper_as_its_interpreter_would_with_the_callers_environment(tmp_path, runtime):
+def sockets(runtime):
+    return sorted(Path(runtime).glob('accelerators-gpu-*/*.sock'))
+
+
+def test_the_first_request_starts_a_worker_and_waits_for_it_to_run_the_wrapper_as_its_interpreter_would(
+        tmp_path, runtime):
     environ = dict(os.environ, XDG_RUNTIME_DIR=runtime, GREETING='from the task', ACCELERATORS_GPU_WORKER_IDLE='5')
     # More on stderr than a pipe holds: the caller must read while the child writes.
     wrapper = (b"import os, sys\nprint(os.environ['GREETING'], os.getcwd(), __name__, sys.argv[0] == __file__)\n"
                b"sys.stderr.write('x' * 300000)\nraise SystemExit(3)\n")
-    assert module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ, str(tmp_path)) is None
-    start_worker(environ)
-    rc, stdout, stderr = module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ,
-                                                   str(tmp_path))
-    assert (rc, stdout, stderr) == (3, ('from the task %s __main__ True\n' % tmp_path).encode(), b'x' * 300000)
+    for _request in ('first', 'second'):
+        rc, stdout, stderr = module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ,
+                                                       str(tmp_path))
+        assert (rc, stdout, stderr) == (3, ('from the task %s __main__ True\n' % tmp_path).encode(), b'x' * 300000)
+    assert len(sockets(runtime)) == 1
     off = dict(environ, ACCELERATORS_GPU_WORKER='off')
-    assert module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', off, str(tmp_path)) is None
+    with pytest.raises(NotServed, match='^ACCELERATORS_GPU_WORKER=off$'):
+        module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', off, str(tmp_path))
+
+
+def test_a_worker_that_exits_as_it_starts_or_does_not_listen_in_time_is_a_reason(tmp_path, runtime, monkeypatch):
+    directory = module_worker.private_socket_dir(dict(os.environ, XDG_RUNTIME_DIR=runtime))
+    failing = tmp_path / 'failing'
+    failing.write_text('#!/bin/sh\nexit 3\n')
+    silent = tmp_path / 'silent'
+    silent.write_text('#!/bin/sh\nexec sleep 2\n')
+    for script in (failing, silent):
+        script.chmod(0o755)
+    with pytest.raises(NotServed, match='^the worker exited as it started, with exit code 3$'):
+        module_worker._started(os.path.join(directory, 'failing'), [], '', str(failing), {})
+    monkeypatch.setattr(module_worker, 'START_SECONDS', 0.5)
+    with pytest.raises(NotServed, match='^the worker did not listen within 0.5 s of its start$'):
+        module_worker._started(os.path.join(directory, 'silent'), [], '', str(silent), {})
 
 
 def test_a_modules_exit_handlers_run_as_it_ends_and_its_temporary_files_are_in_the_callers_tmpdir(tmp_path, runtime):
@@ -118,11 +142,12 @@ def test_a_modules_exit_handlers_run_as_it_ends_and_its_temporary_files_are_in_t
     assert not os.path.exists(name)
 
 
-def test_a_request_the_worker_cannot_take_is_left_to_the_caller(tmp_path, runtime):
+def test_a_request_the_worker_cannot_take_is_left_to_the_caller_with_the_reason(tmp_path, runtime):
     environ = dict(os.environ, XDG_RUNTIME_DIR=runtime, ACCELERATORS_GPU_WORKER_IDLE='5')
     wrapper = b"print('served')\nraise SystemExit(0)\n"
     start_worker(environ)
-    assert module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ, str(tmp_path / 'gone')) is None
+    with pytest.raises(NotServed, match="^the worker could not take the module: FileNotFoundError: .*gone'$"):
+        module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ, str(tmp_path / 'gone'))
     assert module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ, str(tmp_path)) == (
         0, b'served\n', b'')
 
@@ -133,17 +158,15 @@ def test_a_worker_is_not_used_once_the_packages_on_its_import_path_change(tmp_pa
     environ = dict(os.environ, XDG_RUNTIME_DIR=runtime, ACCELERATORS_GPU_WORKER_IDLE='5',
                    PYTHONPATH=os.pathsep.join([str(site)] + [p for p in [os.environ.get('PYTHONPATH')] if p]))
     wrapper = b"print('served')\nraise SystemExit(0)\n"
-    start_worker(environ)
     assert module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ, str(tmp_path)) == (
         0, b'served\n', b'')
-    # pip downgrades the client in the same environment: the worker that preloaded 37 takes no more requests
-    # (the module runs in its own process, which starts a worker for the packages now installed).
+    first = sockets(runtime)
+    # pip downgrades the client in the same environment: the worker that preloaded 37 takes no more requests, and
+    # one is started for the packages now installed.
     (site / 'kubernetes-37.0.2.dist-info').rename(site / 'kubernetes-33.1.0.dist-info')
-    assert module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ, str(tmp_path)) is None
-    start_worker(environ)
     assert module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ, str(tmp_path)) == (
         0, b'served\n', b'')
-    assert len(list(Path(runtime).glob('accelerators-gpu-*/*.sock'))) == 2
+    assert len(first) == 1 and len(sockets(runtime)) == 2 and first[0] in sockets(runtime)
 
 
 def test_installed_packages_are_the_metadata_directories_on_the_import_path(tmp_path):
@@ -154,12 +177,27 @@ def test_installed_packages_are_the_metadata_directories_on_the_import_path(tmp_
         'kubernetes-37.0.2.dist-info', 'PyYAML-6.0.3.egg-info']
 
 
-def test_the_module_side_runs_the_module_itself_under_a_loader_it_does_not_know(monkeypatch):
-    try:
-        from ansible.module_utils._internal._ansiballz import _loader  # pylint: disable=import-outside-toplevel
-    except ImportError:  # ansible-core before 2.19: the module's arguments in basic._ANSIBLE_ARGS, run with runpy
-        assert module_worker._runner() == 'runpy'
-        return
-    assert module_worker._runner() == _loader.run_module
-    monkeypatch.setattr(_loader, 'run_module', lambda json_params, profile: None)
-    assert module_worker._runner() is None
+REPORT = {'served_by': 'worker', 'handed_by': 'connection'}
+
+
+@pytest.mark.parametrize('stdout', [
+    b'{"changed": false, "ping": "pong"}\n',
+    b'{}',
+    # What Ansible reads past: lines before the result, and after it.
+    b'a line a module printed\n{"changed": true,\n "nested": {"a": [1, 2]}}\n\nanother line\n',
+])
+def test_the_report_joins_the_modules_result_and_nothing_else_changes(stdout):
+    reported, carried = module_worker.with_report(stdout, REPORT)
+    assert carried == REPORT
+    start, end = stdout.index(b'{'), stdout.rindex(b'}') + 1
+    result = json.loads(reported[start:len(reported) - (len(stdout) - end)])
+    assert result == dict(json.loads(stdout[start:end]), accelerators_gpu_worker=REPORT)
+    assert reported[:start] == stdout[:start] and reported[len(reported) - (len(stdout) - end):] == stdout[end:]
+
+
+def test_a_result_that_carries_a_report_keeps_it_and_output_without_a_result_stays_as_it_is():
+    forwarded = {'served_by': 'worker', 'handed_by': 'module'}
+    stdout = json.dumps({'changed': False, 'accelerators_gpu_worker': forwarded}).encode()
+    assert module_worker.with_report(stdout, REPORT) == (stdout, forwarded)
+    for output in (b'', b'Traceback (most recent call last):\n  ...\n', b'[1, 2]', b'{"unterminated": \n}'):
+        assert module_worker.with_report(output, REPORT) == (output, None)
