@@ -10,9 +10,11 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api import NODE_INFO, APIError, TaskError
-from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import (
-    COMPONENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, PlanError, desired_driver_daemonsets, is_subset,
-    nodes_left_without_driver, plan_driver_changes)
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver_changes import (
+    is_subset, nodes_left_without_driver, plan_driver_changes)
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver_names import (
+    COMPONENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, PlanError)
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import desired_driver_daemonsets
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_upgrade import IN_PROGRESS, STATE_LABEL
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_versions import driver_downgrades, downgrade_refusal
 from ansible_collections.accelerators.gpu.plugins.module_utils.dtk_lookup import dtk_images_as_pulled
@@ -171,8 +173,8 @@ def _plan(module, api):
         available, checks = _checked_precompiled(api, spec, facts_list, params['precompiled_registry_check'],
                                                  params['prepare_versions'])
     try:
-        plan = desired_driver_daemonsets(spec, facts_list, dtk_images, params['mode'], available,
-                                         params['prepare_versions'])
+        plan = desired_driver_daemonsets(params['daemonset_template'], spec, facts_list, dtk_images, params['mode'],
+                                         available, params['prepare_versions'])
         if checks is not None:
             plan['precompiled_checks'] = checks
         # Every DaemonSet of the namespace, not only labelled ones: one this collection did not create (the GPU

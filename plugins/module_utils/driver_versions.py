@@ -15,7 +15,8 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import DRIVER_CONTAINER, is_managed_driver
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver_changes import is_managed_driver
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver_names import DRIVER_CONTAINER
 from ansible_collections.accelerators.gpu.plugins.module_utils.gfd_labels import (
     DRIVER_MAJOR, DRIVER_MINOR, DRIVER_REV, DRIVER_VERSION_FULL)
 

@@ -25,8 +25,8 @@ from urllib.error import HTTPError, URLError
 from urllib.parse import urlencode
 from urllib.request import HTTPSHandler, Request, build_opener
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import (
-    os_tag, precompiled_image, prepared_kernels)
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver_names import os_tag, precompiled_image
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import prepared_kernels
 from ansible_collections.accelerators.gpu.plugins.module_utils.mirrors import parse_image_reference, pull_candidates
 
 MANIFEST_TYPES = (

@@ -16,7 +16,7 @@ __metaclass__ = type
 
 import json
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import (
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver_names import (
     PlanError, driver_daemonset_name, os_tag, precompiled_daemonset_name)
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import (
     KERNEL_LABEL, node_facts, sanitize_label_value)

@@ -14,7 +14,7 @@ from ansible_collections.accelerators.gpu.plugins.module_utils.cluster_api impor
 from ansible_collections.accelerators.gpu.plugins.module_utils.dra import (
     API as RESOURCE_API, DRIVER as DRA_DRIVER, allocation_results, asks_for_gpus, claim_names, exclusive_gpus,
     published_devices)
-from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import is_managed_driver, serves
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver_changes import is_managed_driver, serves
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_upgrade import FAILURE_ANNOTATION, STATE_LABEL
 from ansible_collections.accelerators.gpu.plugins.module_utils.gfd_labels import driver_version, gpu_summary
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import DRA_DRIVER as DRA_OPERAND, node_facts

@@ -3,10 +3,10 @@
 
 import pytest
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import desired_driver_daemonsets
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver_versions import (
     downgrade_refusal, driver_downgrades, image_driver_version, is_older, label_driver_version)
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import node_facts
+from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.driver_template import desired_driver_daemonsets
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.nodes import (
     RHCOS_416, rhcos_node, ubuntu_node)
 

@@ -1,9 +1,9 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import desired_driver_daemonsets
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import node_facts
 from ansible_collections.accelerators.gpu.plugins.module_utils.proxy import proxy_configured, proxy_settings
+from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.driver_template import desired_driver_daemonsets
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.nodes import RHCOS_416, rhcos_node
 
 HTTP = 'http://user:hunter2@proxy.example.com:3128'

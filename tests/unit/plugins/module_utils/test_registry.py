@@ -6,12 +6,13 @@ import json
 
 import pytest
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.driver_plan import PlanError, desired_driver_daemonsets
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver_names import PlanError
 from ansible_collections.accelerators.gpu.plugins.module_utils.mirrors import mirror_rules
 from ansible_collections.accelerators.gpu.plugins.module_utils.node_facts import node_facts
 from ansible_collections.accelerators.gpu.plugins.module_utils.registry import (
     CONNECTION, FOUND, MANIFEST_TYPES, NOT_FOUND, TLS, UNAUTHORIZED, RegistryClient, TransportError,
     credentials_for, docker_config_from_secret, parse_challenge, precompiled_available)
+from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.driver_template import desired_driver_daemonsets
 
 from nodes import KERNEL_416, KERNEL_418, RHCOS_418, rhcos_node, ubuntu_node
 
