@@ -1,10 +1,10 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The action of every module of this collection (plugins/action/<module>.py are links to this file): the module runs
-as any module does, except that on this host (connection local, no become, not async) the module worker runs the
-AnsiballZ wrapper Ansible would have piped into a new interpreter. The result is the same; no module process starts
-(about 0.25 s of a Python start and of importing ansible.module_utils from the payload, each task). See
-plugins/module_utils/runner/worker.py.
+"""The action of every module of this collection (plugins/action/<module>.py are links to this file, or subclass it):
+the module runs as any module does, except that on this host (connection local, no become, not async) the module
+worker runs the AnsiballZ wrapper Ansible would have piped into a new interpreter. The result is the same; no module
+process starts (about 0.25 s of a Python start and of importing ansible.module_utils from the payload, each task).
+See plugins/module_utils/runner/worker.py.
 
 Only public interfaces of ansible-core are changed, and only for the task's run: the connection's `pipelining` option
 (so that Ansible hands the wrapper over whole, as it would pipe it) and its `exec_command`, the connection plugins'

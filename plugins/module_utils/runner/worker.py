@@ -63,8 +63,9 @@ SWITCH = 'ACCELERATORS_GPU_WORKER'
 IDLE = 'ACCELERATORS_GPU_WORKER_IDLE'
 LOG = 'ACCELERATORS_GPU_WORKER_LOG'
 DEFAULT_IDLE_SECONDS = 120
-# What the worker imports once for every module it runs: the Kubernetes client and what it pulls in.
-PRELOAD = ('kubernetes', 'kubernetes.dynamic', 'urllib3', 'yaml', 'jsonpatch')
+# What the worker imports once for every module it runs: the Kubernetes client and what it pulls in, and Jinja2, with
+# which driver_daemonsets renders the driver role's template (0.08 s to import).
+PRELOAD = ('kubernetes', 'kubernetes.dynamic', 'urllib3', 'yaml', 'jsonpatch', 'jinja2')
 _LENGTH = struct.Struct('!Q')
 # Longest socket path without its suffix ('.sock' and, while it is bound, '.<pid>'): AF_UNIX addresses hold 107
 # bytes on Linux, 103 on BSDs.
