@@ -22,6 +22,8 @@ description:
     I(mode=single) gives one DaemonSet for all GPU nodes.
   - DaemonSets use the C(OnDelete) update strategy, so a changed DaemonSet replaces a node's driver pod only when that
     pod is deleted, after the node was prepared (drained).
+  - Each DaemonSet is rendered from the driver role's template (O(daemonset_template)), as the roles render their other
+    operands' objects.
   - Writes are server-side applies as field manager C(accelerators.gpu); a DaemonSet that already matches gets no
     request, so a second run reports C(changed=false) and writes nothing. Check mode sends every write as a server-side
     dry run, so the API server still validates it.
@@ -187,6 +189,14 @@ options:
           - GDRCopy - the side container C(nvidia-gdrcopy-ctr) with this image, tagged as O(driver.gds_image), and
             C(GDRCOPY_ENABLED=true) in the driver (and DTK) containers. Not with precompiled driver images either.
         type: str
+  daemonset_template:
+    description:
+      - The Jinja2 template of a driver DaemonSet, as text, rendered for each DaemonSet planned with the variables its
+        header lists - the plan of that DaemonSet (name, labels, node selector, images, DTK side-car, GPUDirect side
+        containers) and O(driver).
+      - When omitted, the module's action hands it the driver role's template C(roles/driver/templates/daemonset.yml.j2)
+        of this collection, read on the controller. Give it only to render a template of your own.
+    type: str
   nodes:
     description:
       - The nodes to plan for, as C(nodes) of M(accelerators.gpu.nfd_labels) or Node objects as
@@ -347,6 +357,7 @@ extends_documentation_fragment:
 requirements:
   - kubernetes >= 24.2.0
   - PyYAML >= 3.11
+  - Jinja2 >= 3.0 (as ansible-core)
 '''
 
 EXAMPLES = r'''
@@ -596,6 +607,7 @@ def main():
         state=dict(type='str', choices=['present', 'absent'], default='present'),
         mode=dict(type='str', choices=['rhcos', 'kernel', 'single'], default='rhcos'),
         driver=dict(type='dict', options=DRIVER_OPTIONS),
+        daemonset_template=dict(type='str'),
         nodes=dict(type='list', elements='dict'),
         label_selector=dict(type='str'),
         page_size=dict(type='int'),
@@ -615,7 +627,7 @@ def main():
         plan_only=dict(type='bool', default=False),
         wait=dict(type='dict', options=dict((name, WAIT_ARGUMENT_SPEC[name]) for name in (
             'timeout', 'poll_interval', 'grace', 'event_limit', 'validation_check', 'accept_outdated'))),
-    ), run, required_if=[('state', 'present', ['driver'])],
+    ), run, required_if=[('state', 'present', ['driver', 'daemonset_template'])],
         mutually_exclusive=[('precompiled_available', 'precompiled_registry_check')])
 
 

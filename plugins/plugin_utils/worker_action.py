@@ -1,9 +1,9 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The action of every module of this collection (plugins/action/<module>.py are links to this file), and what the
-connection accelerators.gpu.local shares with it: a module Ansible would pipe into a new interpreter goes to the module
-worker instead (see plugins/module_utils/runner/worker.py), its result says what ran it (module_worker.REPORT), and
-a module the worker did not run is said once a run, at -v.
+"""The action of every module of this collection (plugins/action/<module>.py are links to this file, or subclass
+it), and what the connection accelerators.gpu.local shares with it: a module Ansible would pipe into a new interpreter
+goes to the module worker instead (see plugins/module_utils/runner/worker.py), its result says what ran it
+(module_worker.REPORT), and a module the worker did not run is said once a run, at -v.
 
 The action: the module runs as any module does, except that on this host (connection local, no become, not async) the
 module worker runs the AnsiballZ wrapper Ansible would have piped into a new interpreter. The result is the same; no

@@ -3,8 +3,8 @@ without the NVIDIA Network Operator's driver or MOFED on the host."""
 
 import pytest
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.driver.plan import desired_driver_daemonsets
 from ansible_collections.accelerators.gpu.plugins.module_utils.nodes.facts import node_facts
+from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.driver.role_template import desired_driver_daemonsets
 from localcluster import fleet, gpudirect, simulator
 
 RHCOS = "418.94.202509100653-0"

@@ -10,12 +10,9 @@ __metaclass__ = type
 # (environment variable, field of the Proxy's status and of the given settings); each is set in both cases, as
 # tools read either.
 PROXY_FIELDS = (('HTTP_PROXY', 'httpProxy'), ('HTTPS_PROXY', 'httpsProxy'), ('NO_PROXY', 'noProxy'))
-# The GPU Operator's names: a ConfigMap the cluster network operator fills with the cluster's CA bundle, mounted in
-# the driver container where RHEL's trust store reads it.
+# The GPU Operator's name of the ConfigMap the cluster network operator fills with the cluster's CA bundle (the driver
+# role's template mounts it in the driver container).
 TRUSTED_CA_CONFIG_MAP = 'gpu-operator-trusted-ca'
-TRUSTED_CA_KEY = 'ca-bundle.crt'
-TRUSTED_CA_DIR = '/etc/pki/ca-trust/extracted/pem'
-TRUSTED_CA_FILE = 'tls-ca-bundle.pem'
 
 
 def proxy_settings(cluster_proxy=None, given=None, secret_name='accelerators-gpu-proxy'):
@@ -46,11 +43,3 @@ def proxy_configured(cluster_proxy):
     need reading."""
     settings = proxy_settings(cluster_proxy)
     return bool(settings['secret_data']) or settings['trusted_ca']
-
-
-def trusted_ca_volume(config_map):
-    """The volume and the driver container's mount of the trusted CA ConfigMap, as the GPU Operator lays them out."""
-    volume = {'name': 'trusted-ca', 'configMap': {'name': config_map, 'items': [
-        {'key': TRUSTED_CA_KEY, 'path': TRUSTED_CA_FILE}]}}
-    mount = {'name': 'trusted-ca', 'mountPath': TRUSTED_CA_DIR, 'readOnly': True}
-    return volume, mount

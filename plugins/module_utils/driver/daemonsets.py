@@ -15,10 +15,10 @@ from ..nodes.facts import node_facts
 from ..operands.checks.daemonsets import daemonset_state
 from ..operands.wait import wait_for_operands, wait_params
 from ..registry.image_list import pod_template_images
+from .changes import is_subset, nodes_left_without_driver, plan_driver_changes
 from .dtk_image_lookup import dtk_images_as_pulled
-from .plan import (
-    COMPONENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, PlanError, desired_driver_daemonsets, is_subset,
-    nodes_left_without_driver, plan_driver_changes)
+from .names import COMPONENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, PlanError
+from .plan import desired_driver_daemonsets
 from .precompiled import checked_precompiled
 from .upgrade_plan import IN_PROGRESS, STATE_LABEL
 from .versions import driver_downgrades, downgrade_refusal
@@ -161,8 +161,8 @@ def _plan(module, api):
         available, checks = checked_precompiled(api, spec, facts_list, params['precompiled_registry_check'],
                                                 params['prepare_versions'])
     try:
-        plan = desired_driver_daemonsets(spec, facts_list, dtk_images, params['mode'], available,
-                                         params['prepare_versions'])
+        plan = desired_driver_daemonsets(params['daemonset_template'], spec, facts_list, dtk_images, params['mode'],
+                                         available, params['prepare_versions'])
         if checks is not None:
             plan['precompiled_checks'] = checks
         # Every DaemonSet of the namespace, not only labelled ones: one this collection did not create (the GPU

@@ -10,7 +10,8 @@ __metaclass__ = type
 
 from ..registry.client import RegistryClient, docker_config_from_secret, urllib_transport
 from ..registry.mirrors import list_mirror_sets, mirror_rules
-from .plan import os_tag, precompiled_image, prepared_kernels
+from .names import os_tag, precompiled_image
+from .plan import prepared_kernels
 
 
 def precompiled_available(spec, gpu_nodes_facts, client, prepare_versions=()):

@@ -16,7 +16,8 @@ __metaclass__ = type
 import re
 
 from ..nodes.gfd_labels import DRIVER_MAJOR, DRIVER_MINOR, DRIVER_REV, DRIVER_VERSION_FULL
-from .plan import DRIVER_CONTAINER, is_managed_driver
+from .changes import is_managed_driver
+from .names import DRIVER_CONTAINER
 
 _TAG_VERSION_RE = re.compile(r'^(\d+(?:\.\d+)*)(?:-|$)')
 _VERSION_RE = re.compile(r'^\d+(?:\.\d+)*$')

@@ -45,8 +45,9 @@ import zipimport
 
 SWITCH = 'ACCELERATORS_GPU_WORKER'
 LOG = 'ACCELERATORS_GPU_WORKER_LOG'
-# What the worker imports once for every module it runs: the Kubernetes client and what it pulls in.
-PRELOAD = ('kubernetes', 'kubernetes.dynamic', 'urllib3', 'yaml', 'jsonpatch')
+# What the worker imports once for every module it runs: the Kubernetes client and what it pulls in, and Jinja2, with
+# which driver_daemonsets renders the driver role's template (0.08 s to import).
+PRELOAD = ('kubernetes', 'kubernetes.dynamic', 'urllib3', 'yaml', 'jsonpatch', 'jinja2')
 _LENGTH = struct.Struct('!Q')
 
 

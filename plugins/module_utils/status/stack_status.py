@@ -13,7 +13,7 @@ __metaclass__ = type
 from ..dra import (
     API as RESOURCE_API, DRIVER as DRA_DRIVER, allocation_results, asks_for_gpus, claim_names, exclusive_gpus,
     published_devices)
-from ..driver.plan import is_managed_driver, serves
+from ..driver.changes import is_managed_driver, serves
 from ..driver.upgrade_plan import FAILURE_ANNOTATION, STATE_LABEL
 from ..k8s.errors import APIError, TaskError
 from ..k8s.views import NODE_FULL, POD_CELLS, POD_FULL, POD_READINESS

@@ -16,7 +16,7 @@ __metaclass__ = type
 
 import json
 
-from ..driver.plan import PlanError, driver_daemonset_name, os_tag, precompiled_daemonset_name
+from ..driver.names import PlanError, driver_daemonset_name, os_tag, precompiled_daemonset_name
 from ..nodes.facts import KERNEL_LABEL, node_facts, sanitize_label_value
 
 RECORD_ANNOTATION = 'accelerators.gpu/rhcos-upgrade'

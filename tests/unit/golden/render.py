@@ -28,7 +28,9 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from localcluster import fleet as simulated
 
-# The collection's module_utils the render uses: the driver planning of accelerators.gpu.driver_daemonsets.
+# The collection's code the render uses: the driver planning of accelerators.gpu.driver_daemonsets and its action's
+# template.
+from ansible_collections.accelerators.gpu.plugins.action.driver_daemonsets import driver_daemonset_template
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver.daemonsets import given_dtk_images
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver.plan import desired_driver_daemonsets
 from ansible_collections.accelerators.gpu.plugins.module_utils.nodes.facts import node_facts
@@ -103,11 +105,14 @@ def fleet_dtk_images(fleet_spec):
 
 def planned_driver_daemonsets(args, nodes, dtk_images):
     """The DaemonSets accelerators.gpu.driver_daemonsets plans for the task's args, as it plans them for the nodes it
-    reads and the DTK images it finds (driver/daemonsets.py, _plan)."""
+    reads and the DTK images it finds (driver/daemonsets.py, _plan), rendered from the template its action hands it:
+    the driver role's, unless the task gives one (plugins/action/driver_daemonsets.py)."""
     driver = ArgumentSpecValidator(DRIVER_OPTIONS).validate(args['driver']).validated_parameters
     spec = dict((key, value) for key, value in driver.items() if value is not None)
     spec['namespace'] = args['namespace']
-    plan = desired_driver_daemonsets(spec, [node_facts(node) for node in nodes], given_dtk_images(dtk_images),
+    template = args.get('daemonset_template')
+    plan = desired_driver_daemonsets(driver_daemonset_template() if template is None else template, spec,
+                                     [node_facts(node) for node in nodes], given_dtk_images(dtk_images),
                                      args['mode'], args.get('precompiled_available'), args.get('prepare_versions', []))
     return plan['desired']
 

@@ -1,9 +1,9 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.driver.plan import desired_driver_daemonsets
-from ansible_collections.accelerators.gpu.plugins.module_utils.nodes.facts import node_facts
 from ansible_collections.accelerators.gpu.plugins.module_utils.cluster.proxy import proxy_configured, proxy_settings
+from ansible_collections.accelerators.gpu.plugins.module_utils.nodes.facts import node_facts
+from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.driver.role_template import desired_driver_daemonsets
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.node_dicts import RHCOS_416, rhcos_node
 
 HTTP = 'http://user:hunter2@proxy.example.com:3128'

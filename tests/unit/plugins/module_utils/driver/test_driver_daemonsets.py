@@ -3,11 +3,10 @@
 
 import pytest
 
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver.daemonsets import given_dtk_images, given_node_facts, run
 from ansible_collections.accelerators.gpu.plugins.module_utils.k8s.errors import APIError, TaskError
-from ansible_collections.accelerators.gpu.plugins.module_utils.driver.plan import desired_driver_daemonsets
-from ansible_collections.accelerators.gpu.plugins.module_utils.driver.daemonsets import (
-    given_dtk_images, given_node_facts, run)
 from ansible_collections.accelerators.gpu.plugins.module_utils.nodes.facts import node_facts
+from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.driver.role_template import TEMPLATE, desired_driver_daemonsets
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.fakes import FakeCluster, FakeModule
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.node_dicts import (
     KERNEL_418, RHCOS_416, RHCOS_418, rhcos_node, ubuntu_node)
@@ -25,7 +24,7 @@ def params(**overrides):
             'label_selector': None, 'page_size': 500, 'dtk_images': None, 'dtk_overrides': {}, 'precompiled_available': None,
             'precompiled_registry_check': None, 'prepare_versions': [], 'allow_blocked': False, 'allow_downgrade': False,
             'refuse_outdated': False,
-            'plan_only': False, 'wait': None}
+            'plan_only': False, 'wait': None, 'daemonset_template': TEMPLATE}
     base.update(overrides)
     return base
 

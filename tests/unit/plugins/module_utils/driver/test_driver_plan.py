@@ -5,11 +5,13 @@ import copy
 
 import pytest
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.driver.plan import (
-    DTK_SIDECAR_SCRIPT, PREPARED_ANNOTATION, PlanError, desired_driver_daemonsets, driver_daemonset_name, is_subset,
-    nodes_left_without_driver, os_tag, plan_driver_changes, precompiled_daemonset_name, precompiled_image,
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver import plan as driver_plan
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver.changes import is_subset, nodes_left_without_driver, plan_driver_changes
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver.names import (
+    PREPARED_ANNOTATION, PlanError, driver_daemonset_name, os_tag, precompiled_daemonset_name, precompiled_image,
     sanitize_kernel_for_name)
 from ansible_collections.accelerators.gpu.plugins.module_utils.nodes.facts import node_facts
+from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.driver.role_template import TEMPLATE, desired_driver_daemonsets
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.node_dicts import (
     KERNEL, KERNEL_416, KERNEL_418, OSTREE, RHCOS_416, RHCOS_418, layered_rhcos_node, rhcos_node, ubuntu_node)
 
@@ -163,9 +165,8 @@ def test_rhcos_mode_mixed_cluster_gets_one_daemonset_per_version():
     dtk = container(ds, 'openshift-driver-toolkit-ctr')
     assert dtk['image'] == DTK_416
     assert dtk['command'] == ['bash', '-xc']
-    assert dtk['args'] == [DTK_SIDECAR_SCRIPT]
-    assert DTK_SIDECAR_SCRIPT == ('until [ -f /mnt/shared-nvidia-driver-toolkit/dir_prepared ]; do sleep 10; done; '
-                                  'exec /mnt/shared-nvidia-driver-toolkit/ocp_dtk_entrypoint dtk-build-driver')
+    assert dtk['args'] == ['until [ -f /mnt/shared-nvidia-driver-toolkit/dir_prepared ]; do sleep 10; done; '
+                           'exec /mnt/shared-nvidia-driver-toolkit/ocp_dtk_entrypoint dtk-build-driver']
     assert {'name': 'RHCOS_VERSION', 'value': RHCOS_416} in dtk['env']
     assert dtk['securityContext']['privileged'] is True
     shared = {'name': 'shared-nvidia-driver-toolkit', 'mountPath': '/mnt/shared-nvidia-driver-toolkit'}
@@ -291,6 +292,20 @@ def test_unknown_mode_and_missing_spec_fields_are_plan_errors():
     with pytest.raises(PlanError) as error:
         desired_driver_daemonsets({'namespace': 'n'}, [], DTK, 'kernel')
     assert error.value.field == 'repository'
+
+
+def test_a_template_that_does_not_render_is_a_plan_error_naming_the_daemonset():
+    undefined = TEMPLATE.replace('- name: nvidia-driver-ctr\n          image: {{ image | to_json }}',
+                                 '- name: nvidia-driver-ctr\n          image: {{ driver_image }}')
+    assert undefined != TEMPLATE
+    with pytest.raises(PlanError) as error:
+        driver_plan.desired_driver_daemonsets(undefined, SPEC, facts_of(rhcos_node('w1')), DTK, 'rhcos')
+    assert (error.value.obj, error.value.field) == ('nvidia-driver-daemonset-' + RHCOS_416, 'daemonset_template')
+    assert str(error.value) == "daemonset_template: 'driver_image' is undefined"
+    with pytest.raises(PlanError) as error:
+        driver_plan.desired_driver_daemonsets(TEMPLATE + '{% endif %}', SPEC, [], DTK, 'rhcos')
+    assert (error.value.obj, error.value.field) == ('driver DaemonSet template', 'daemonset_template')
+    assert str(error.value).startswith('daemonset_template, line %d: ' % (TEMPLATE.count('\n') + 1))
 
 
 # kernel mode

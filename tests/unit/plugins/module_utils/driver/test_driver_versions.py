@@ -3,10 +3,10 @@
 
 import pytest
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.driver.plan import desired_driver_daemonsets
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver.versions import (
     downgrade_refusal, driver_downgrades, image_driver_version, is_older, label_driver_version)
 from ansible_collections.accelerators.gpu.plugins.module_utils.nodes.facts import node_facts
+from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.driver.role_template import desired_driver_daemonsets
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.node_dicts import (
     RHCOS_416, rhcos_node, ubuntu_node)
 

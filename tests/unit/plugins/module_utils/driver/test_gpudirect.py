@@ -5,12 +5,13 @@ transforms (controllers/object_controls.go)."""
 
 import pytest
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.driver.plan import (
-    PlanError, desired_driver_daemonsets, is_subset, plan_driver_changes)
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver.changes import is_subset, plan_driver_changes
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver.gpudirect import side_image
-from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.node_dicts import rhcos_node, ubuntu_node
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver.names import PlanError
+from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.driver.role_template import desired_driver_daemonsets
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.driver.test_driver_plan import (
     DTK, SPEC, container, facts_of, server_applied)
+from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.node_dicts import rhcos_node, ubuntu_node
 
 MANAGER = {'image': 'nvcr.io/nvidia/cloud-native/k8s-driver-manager:v0.8.1', 'env': []}
 GDS = 'nvcr.io/nvidia/cloud-native/nvidia-fs:2.20.5'
@@ -77,6 +78,14 @@ def test_a_dtk_build_gets_the_three_containers_in_the_gpu_operators_order_and_se
     for entry in ds['spec']['template']['spec']['containers']:
         assert all(m['name'] in volumes(ds) for m in entry['volumeMounts']), entry['name']
     assert volumes(ds)['mlnx-ofed-usr-src']['hostPath']['path'] == '/run/mellanox/drivers/usr/src'
+
+
+def test_the_gpudirect_settings_replace_the_same_names_of_the_drivers_env_in_their_place():
+    spec = dict(ALL, env=[{'name': 'GDS_ENABLED', 'value': 'false'}, {'name': 'X', 'value': '1'}])
+    driver = container(dtk_daemonset(spec), 'nvidia-driver-ctr')
+    assert [entry['name'] for entry in driver['env']] == [
+        'NODE_NAME', 'NODE_IP', 'GDS_ENABLED', 'X', 'GPU_DIRECT_RDMA_ENABLED', 'GDRCOPY_ENABLED']
+    assert env(driver)['GDS_ENABLED'] == 'true'
 
 
 def test_host_mofed_sets_use_host_mofed_and_builds_against_the_hosts_sources():

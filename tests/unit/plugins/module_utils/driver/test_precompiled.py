@@ -3,10 +3,11 @@
 
 import pytest
 
-from ansible_collections.accelerators.gpu.plugins.module_utils.driver.plan import PlanError, desired_driver_daemonsets
+from ansible_collections.accelerators.gpu.plugins.module_utils.driver.names import PlanError
 from ansible_collections.accelerators.gpu.plugins.module_utils.driver.precompiled import precompiled_available
 from ansible_collections.accelerators.gpu.plugins.module_utils.nodes.facts import node_facts
 from ansible_collections.accelerators.gpu.plugins.module_utils.registry.client import RegistryClient
+from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.driver.role_template import desired_driver_daemonsets
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.node_dicts import (
     KERNEL_416, KERNEL_418, RHCOS_418, rhcos_node, ubuntu_node)
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.registry.test_registry_client import (
