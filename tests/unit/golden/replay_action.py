@@ -15,14 +15,22 @@ import os
 from ansible.plugins.action import ActionBase
 
 
+def register_name(register):
+    """The variable a task registers its result as: ansible-core 2.21 keeps `register: name` as {name: projection}."""
+    if isinstance(register, dict):
+        return next(iter(register), None)
+    return register
+
+
 class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
-        call = {'module': self._task.action, 'task': self._task.get_name(), 'register': self._task.register,
+        register = register_name(self._task.register)
+        call = {'module': self._task.action, 'task': self._task.get_name(), 'register': register,
                 'args': self._task.args}
         with open(os.environ['GOLDEN_CALLS'], 'a') as calls:
             calls.write(json.dumps(call) + '\n')
         with open(os.environ['GOLDEN_RESULTS']) as results:
-            result.update(json.load(results).get(self._task.register or '', {}))
+            result.update(json.load(results).get(register or '', {}))
         return result
