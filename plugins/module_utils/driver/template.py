@@ -45,8 +45,8 @@ class ManifestTemplate:
         return rendered
 
 
-# Compiling costs 20-40 ms, some 20 renders: a process that plans again with the same text (the tests) compiles it
-# once.
+# Compiling costs about 30 ms of CPU, 10-20 renders: a process that plans again with the same text (the tests)
+# compiles it once.
 @functools.lru_cache(maxsize=4)
 def _compiled(text, name):
     import jinja2
