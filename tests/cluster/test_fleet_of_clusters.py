@@ -39,7 +39,7 @@ class FleetRun(Run):
     """An ansible-playbook run of a collection playbook over an inventory of clusters: its JSON report by host."""
 
     def __init__(self, process, seconds, cpu_seconds):
-        super().__init__(process, seconds)
+        super().__init__(process, seconds, modules=None)  # a fleet's run records no module reports
         self.cpu_seconds = cpu_seconds
 
     @property
