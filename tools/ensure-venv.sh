@@ -14,7 +14,7 @@ key="$(sha256sum "$requirements" | cut -c1-16)"
 venv="$cache_root/venv-$key"
 if [ -z "$path_only" ] && { [ ! -x "$venv/bin/ansible-playbook" ] || [ ! -f "$venv/.complete" ]; }; then
   echo "ensure-venv: no Python environment for this $(basename "$requirements") yet: installing it from PyPI into $venv," \
-    "once; about a minute" >&2
+    "once; about half a minute" >&2
   rm -rf "$venv"
   python3 -m venv "$venv"
   # No bytecode: the Makefile keeps it under PYTHONPYCACHEPREFIX, where Python looks instead of __pycache__, so pip's
