@@ -3,7 +3,8 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-VENV := $(shell tools/ensure-venv.sh)
+# Where the virtual environment is; the venv target makes it (deps: beside the Go builds).
+VENV := $(shell tools/ensure-venv.sh --path)
 BIN := $(VENV)/bin
 COLLECTIONS := $(CURDIR)/.build/collections
 SANITY_ROOT := $(CURDIR)/.build/sanity/ansible_collections/accelerators/gpu
@@ -15,16 +16,34 @@ export PYTHONPATH := $(COLLECTIONS):$(CURDIR)/tools
 export PYTHONDONTWRITEBYTECODE :=
 export PYTHONPYCACHEPREFIX := $(dir $(VENV))pycache
 
-.PHONY: help deps collection test lint sanity build pytest durations golden matrix demo down clean bundle bench bench-modules bench-deploy bench-upgrade bench-fleet docs docs-lint docs-src forget-bytecode
+.PHONY: help venv deps system-packages control-plane crds gpu-operator registry collection test lint sanity build pytest durations golden matrix demo down clean bundle bench bench-modules bench-deploy bench-upgrade bench-fleet docs docs-lint docs-src forget-bytecode
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
-deps: ## install system packages, build (or reuse) the control-plane binaries, fetch (or reuse) the upstream CRDs and the GPU Operator's manifests
+# On a fresh machine the Python environment and the Debian packages are made while Go builds the control plane (and
+# downloads its modules): pip and apt wait on the network, and the compiler takes up the slack.
+deps: ## install system packages and the Python environment, build (or reuse) the control-plane binaries, fetch (or reuse) the upstream CRDs and the GPU Operator's manifests, side by side
+	@$(MAKE) --no-print-directory -j 5 venv system-packages control-plane crds gpu-operator
+
+venv:
+	@tools/ensure-venv.sh >/dev/null
+
+system-packages:
 	@bash tools/install-system-deps.sh
+
+control-plane:
 	@bash tools/localcluster/build-binaries.sh >/dev/null
+
+crds:
 	@bash tools/localcluster/fetch-crds.sh >/dev/null
+
+gpu-operator:
 	@bash tools/fetch-gpu-operator.sh >/dev/null
+
+# Only the registry tests need it (tests/registry, tests/cluster/test_precompiled_registry.py); their fixture builds it
+# too, but a run of several workers would build it in each.
+registry: ## build (or reuse) the test registry's binaries (distribution and crane from the Go module proxy)
 	@bash tools/localregistry/build-binaries.sh >/dev/null
 
 collection: ## make the checkout importable as accelerators.gpu
@@ -33,19 +52,19 @@ collection: ## make the checkout importable as accelerators.gpu
 
 # The gates before the tests two at a time (each is one process, mostly): the machine has two cores. Each gate's output
 # comes whole, when it ends.
-test: deps collection ## every gate CI runs: build, docs and changelog lint, ansible-lint, ansible-test sanity, pytest with the matrix
+test: deps registry collection ## every gate CI runs: build, docs and changelog lint, ansible-lint, ansible-test sanity, pytest with the matrix
 	@$(MAKE) --no-print-directory -j 2 --output-sync=target build docs-lint lint sanity
 	@python -m matrix list
 	$(PYTEST) tests
 
-build: collection ## ansible-galaxy collection build
+build: venv collection ## ansible-galaxy collection build
 	@mkdir -p .build/dist
 	ansible-galaxy collection build --force --output-path .build/dist .
 
-lint: collection ## ansible-lint, production profile
+lint: venv collection ## ansible-lint, production profile
 	ansible-lint --profile production
 
-sanity: collection ## ansible-test sanity from an ansible_collections/accelerators/gpu copy of the tracked files
+sanity: venv collection ## ansible-test sanity from an ansible_collections/accelerators/gpu copy of the tracked files
 	@rm -rf $(SANITY_ROOT) && mkdir -p $(SANITY_ROOT)
 	@git ls-files -co --exclude-standard -z | xargs -0 cp --no-dereference --parents -t $(SANITY_ROOT)
 	@# ansible-test lists files with git; the copy needs an index of its own (.build is ignored here).
@@ -71,7 +90,7 @@ docs-src:
 	@# antsibull-docs lists a collection in a git checkout with git: the copy gets an index of its own (.build is ignored here).
 	@cd $(DOCS_SRC)/ansible_collections/accelerators/gpu && git init -q && git add -A
 
-docs: docs-src ## HTML docs with antsibull-docs: modules, filters, roles' argument specs, docs/docsite (.build/docs/build/html)
+docs: venv docs-src ## HTML docs with antsibull-docs: modules, filters, roles' argument specs, docs/docsite (.build/docs/build/html)
 	@rm -rf $(DOCS_DIR) && mkdir -p $(DOCS_DIR)
 	cd $(DOCS_DIR) && $(DOCS_ENV) antsibull-docs sphinx-init --use-current --dest-dir . --fail-on-error \
 	  --project accelerators.gpu --copyright "accelerators.gpu developers" --title "accelerators.gpu" \
@@ -80,7 +99,7 @@ docs: docs-src ## HTML docs with antsibull-docs: modules, filters, roles' argume
 	$(DOCS_ENV) bash $(DOCS_DIR)/build.sh
 	@echo "The site: $(DOCS_DIR)/build/html/index.html"
 
-docs-lint: docs-src ## antsibull-docs' collection docs lint (plugins, roles, docs/docsite) and antsibull-changelog's lint
+docs-lint: venv docs-src ## antsibull-docs' collection docs lint (plugins, roles, docs/docsite) and antsibull-changelog's lint
 	@# rstcheck, which checks the code blocks, leaves a temporary file for each: they go in the copy, not in /tmp.
 	@mkdir -p $(DOCS_SRC)/tmp
 	cd $(DOCS_SRC)/ansible_collections/accelerators/gpu && TMPDIR=$(DOCS_SRC)/tmp $(DOCS_ENV) antsibull-docs lint-collection-docs --plugin-docs --check-extra-docs-refs .
@@ -97,17 +116,17 @@ docs-lint: docs-src ## antsibull-docs' collection docs lint (plugins, roles, doc
 # rewrites it from the last run's .build/junit.xml. `make test` runs the matrix in the same session, beside the others.
 PYTEST_WORKERS ?= 4
 PYTEST = python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --junitxml=$(CURDIR)/.build/junit.xml
-pytest: deps collection ## unit tests and integration tests against a local control plane (the matrix apart), on PYTEST_WORKERS workers
+pytest: deps registry collection ## unit tests and integration tests against a local control plane (the matrix apart), on PYTEST_WORKERS workers
 	$(PYTEST) tests --ignore=tests/matrix
 
 # The objects of each reference fleet's deploy (tests/unit/golden/render.py), then the tables of their differences from
 # the GPU Operator's manifests on the compatibility page (tests/unit/golden/upstream.py), which the unit tests compare.
-golden: collection ## rewrite tests/golden (every object a deploy of each reference fleet writes) and the GPU Operator comparison's tables
+golden: venv collection ## rewrite tests/golden (every object a deploy of each reference fleet writes) and the GPU Operator comparison's tables
 	@bash tools/fetch-gpu-operator.sh >/dev/null
 	python tests/unit/golden/render.py
 	python tests/unit/golden/upstream.py
 
-durations: ## tests/durations.json from the last pytest run's .build/junit.xml: each test file's seconds, which order the files
+durations: venv ## tests/durations.json from the last pytest run's .build/junit.xml: each test file's seconds, which order the files
 	python tools/test_durations.py .build/junit.xml tests/durations.json
 
 matrix: deps collection ## unit tests and a demo-fleet smoke per ansible-core/Python/kubernetes client combination; MATRIX=ci (oldest, newest), all, or names (python -m matrix list)
@@ -136,10 +155,10 @@ bench-upgrade: deps collection ## driver rollout on 12 GPU nodes (20 s builds): 
 bench-fleet: deps collection ## no-op reconcile over 1 and 3 clusters in one inventory (3 local control planes), beside a run per cluster
 	python bench/bench_fleet.py
 
-bundle: collection ## offline install bundle: the collection, kubernetes.core and the runtime wheels (.build/bundle/)
+bundle: venv collection ## offline install bundle: the collection, kubernetes.core and the runtime wheels (.build/bundle/)
 	bash tools/bundle/make-bundle.sh
 
-down: ## stop the demo cluster and everything it started
+down: venv ## stop the demo cluster and everything it started
 	python -m localcluster down
 
 clean: down ## stop the demo cluster and remove build output

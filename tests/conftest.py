@@ -4,6 +4,7 @@ local_registry: one real OCI registry per test session (tools/localregistry), st
 ask for it: TLS from a CA made for it and htpasswd basic auth. precompiled_drivers fills it. token_registry: the
 same with the bearer-token flow instead of basic auth.
 offline_bundle: the offline install bundle, built once per test session by the tests that ask for it.
+run_note: a line the run prints once at its end, however many of pytest-xdist's workers give it.
 
 The test files run longest first, by the seconds tests/durations.json gives each (`make durations` writes it from a
 run's JUnit report), so that pytest-xdist's workers do not start the longest stories last and leave the run waiting on
@@ -36,13 +37,36 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: -seconds[item.path])
 
 
+# The run's notes (run_note), in the process that prints the summary: its own, and those of the xdist workers that
+# finished.
+_NOTES = pytest.StashKey[list]()
+
+
+@pytest.fixture(scope="session")
+def run_note(pytestconfig):
+    """note(text): a line for the end of the run, printed once whichever and however many processes give it."""
+    notes = pytestconfig.stash.setdefault(_NOTES, [])
+    if hasattr(pytestconfig, "workeroutput"):
+        # An xdist worker sends its workeroutput to the controller when it finishes (pytest_testnodedown).
+        pytestconfig.workeroutput["notes"] = notes
+    return notes.append
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """An xdist worker finished: its notes join the controller's."""
+    node.config.stash.setdefault(_NOTES, []).extend(getattr(node, "workeroutput", {}).get("notes", []))
+
+
 def pytest_terminal_summary(terminalreporter):
     """The support matrix's report (each combination's versions, its runs' times and slowest tasks, warnings), which its
-    tests print: shown also when they passed on an xdist worker, whose output -s cannot show."""
+    tests print: shown also when they passed on an xdist worker, whose output -s cannot show. Then the run's notes."""
     for report in terminalreporter.stats.get("passed", []):
         if report.when == "call" and "matrix" in report.keywords and report.capstdout:
             terminalreporter.write_sep("-", "matrix: " + report.nodeid)
             terminalreporter.write(report.capstdout)
+    for text in dict.fromkeys(terminalreporter.config.stash.get(_NOTES, [])):
+        terminalreporter.write_line(text)
 
 
 def _registry(tmp_path_factory, auth):

@@ -2,8 +2,10 @@
 
 One cluster is started per test session (flavour `openshift`, which is vanilla Kubernetes plus the
 OpenShift APIs as CRDs); a test gets its own namespace and its own fleet of simulated nodes, named
-with a per-test prefix. KUBECONFIG is used instead when it points at a cluster this project started
-(its marker ConfigMap is checked, so a real cluster is never touched).
+with a per-test prefix. KUBECONFIG is used instead when it points at a running cluster this project
+started (its marker ConfigMap is checked, so a real cluster is never touched); when it names any other
+cluster, or one that does not answer (the demo's, after `make down`), the run says so once and starts
+its own.
 """
 
 import hashlib
@@ -89,13 +91,14 @@ def start_cluster(tmp_path_factory, flavour):
 
 
 @pytest.fixture(scope="session")
-def cluster(tmp_path_factory):
+def cluster(tmp_path_factory, run_note):
     given = os.environ.get("KUBECONFIG")
-    if given and os.path.exists(given):
-        flavour = api.local_flavour(api.client_from_kubeconfig(given), controlplane.MARKER)
+    if given:
+        flavour, why_not = api.reusable_flavour(given, controlplane.MARKER)
         if flavour:
             yield Cluster(given, flavour)
             return
+        run_note("KUBECONFIG=%s: %s; the tests ran on a cluster of their own" % (given, why_not))
     plane = start_cluster(tmp_path_factory, "openshift")
     try:
         yield Cluster(plane.kubeconfig, "openshift")

@@ -62,10 +62,15 @@ def test_kubernetes_flavour_starts_on_loopback_and_stops_completely(tmp_path):
         namespaces = [n.metadata.name for n in kubernetes.client.CoreV1Api(client).list_namespace().items]
         assert not set(api.OPENSHIFT_NAMESPACES) & set(namespaces)
         assert api.local_flavour(client, controlplane.MARKER) == "kubernetes"
+        assert api.reusable_flavour(plane.kubeconfig, controlplane.MARKER) == ("kubernetes", None)
     finally:
         stopped = plane.down()
     assert set(stopped) == {"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "simulator"}
     assert [pid for pid in pids if controlplane._alive(pid)] == []
+    # Its kubeconfig stays behind (KUBECONFIG may still name it): the tests then start a cluster of their own.
+    flavour, why_not = api.reusable_flavour(plane.kubeconfig, controlplane.MARKER)
+    assert flavour is None
+    assert why_not.startswith("no API server answers at %s (" % info["server"]), why_not
 
 
 def test_openshift_flavour_serves_the_openshift_apis(cluster):
@@ -89,6 +94,9 @@ def test_a_real_cluster_is_never_taken_for_a_local_one(cluster):
     core.delete_namespaced_config_map(name, namespace)
     try:
         assert api.local_flavour(cluster.client, controlplane.MARKER) is None
+        server = cluster.client.configuration.host
+        assert api.reusable_flavour(cluster.kubeconfig, controlplane.MARKER) == (
+            None, "the cluster at %s was not started by this project: it is left alone" % server)
     finally:
         try:
             core.create_namespaced_config_map(namespace, {"metadata": {"name": name}, "data": marker.data})

@@ -5,6 +5,7 @@ import time
 from pathlib import Path
 
 import kubernetes
+import urllib3
 import yaml
 from kubernetes.client.rest import ApiException
 
@@ -109,15 +110,41 @@ def mark_local(client, marker, flavour):
             raise
 
 
-def local_flavour(client, marker):
+def local_flavour(client, marker, timeout=None):
     """The flavour of a cluster this project started, or None for any other cluster."""
     namespace, name = marker
     try:
-        return kubernetes.client.CoreV1Api(client).read_namespaced_config_map(name, namespace).data["flavour"]
+        return kubernetes.client.CoreV1Api(client).read_namespaced_config_map(
+            name, namespace, _request_timeout=timeout).data["flavour"]
     except ApiException as error:
         if error.status == 404:
             return None
         raise
+
+
+def reusable_flavour(kubeconfig, marker, timeout=5):
+    """(flavour, None) when kubeconfig names a running cluster this project started, which tests may use; otherwise
+    (None, why not): the file is missing or unreadable, no API server answers (a cluster that was stopped), or the
+    cluster is not one of ours (no marker, or the marker cannot be read). It only reads the marker."""
+    if not Path(kubeconfig).is_file():
+        return None, "no such file"
+    try:
+        client = client_from_kubeconfig(kubeconfig)
+    except (kubernetes.config.ConfigException, yaml.YAMLError, OSError) as error:
+        return None, "not a usable kubeconfig (%s)" % " ".join(str(error).split())
+    server = client.configuration.host
+    try:
+        flavour = local_flavour(client, marker, timeout=timeout)
+    except urllib3.exceptions.HTTPError as error:
+        # The last part of urllib3's message is the cause: "[Errno 111] Connection refused", a timeout, a TLS error.
+        cause = str(getattr(error, "reason", None) or error).rsplit(": ", 1)[-1]
+        return None, "no API server answers at %s (%s)" % (server, cause)
+    except ApiException as error:
+        return None, "the API server at %s refused to show the marker of a local cluster (%s %s): it is left alone" % (
+            server, error.status, error.reason)
+    if flavour is None:
+        return None, "the cluster at %s was not started by this project: it is left alone" % server
+    return flavour, None
 
 
 def wait_default_service_account(client, timeout=60):

@@ -43,6 +43,9 @@ if ! missing $KUBE_BINARIES kwok etcd; then
   exit 0
 fi
 
+# Each build's seconds: a cold build on the 2-core machine of 2026-12-01 (docs/docsite/rst/development.rst).
+log "the local control plane (make demo, the cluster tests) has no binaries of these versions yet: building them from" \
+  "the Go module proxy into $BIN_DIR, once; about 9 minutes on 2 cores"
 mkdir -p "$BIN_DIR"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -52,7 +55,7 @@ export CGO_ENABLED=0 GOFLAGS=-mod=mod
 # etcd's server module replaces its sibling modules with local folders too, but only for its own builds: required
 # from a module of ours, they come from the proxy at the versions it requires.
 if missing etcd; then
-  log "building etcd $ETCD_VERSION"
+  log "building etcd $ETCD_VERSION (about 1 minute)"
   mkdir -p "$work/etcd"
   (cd "$work/etcd" && go mod init accelerators-gpu/etcd >/dev/null 2>&1 &&
     go mod edit -go="$(go_directive "$(go_mod_of "go.etcd.io/etcd/server/v3@$ETCD_VERSION")")" \
@@ -83,7 +86,7 @@ if missing $KUBE_BINARIES; then
   done
 
   ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
-  log "building kube-apiserver, kube-controller-manager, kube-scheduler (long on a cold cache)"
+  log "building kube-apiserver, kube-controller-manager, kube-scheduler (about 5 minutes)"
   go build -trimpath -ldflags "$ldflags" -o "$work/out/" \
     k8s.io/kubernetes/cmd/kube-apiserver \
     k8s.io/kubernetes/cmd/kube-controller-manager \
@@ -92,7 +95,7 @@ if missing $KUBE_BINARIES; then
 fi
 
 if missing kwok; then
-  log "building kwok $KWOK_VERSION"
+  log "building kwok $KWOK_VERSION (about 3 minutes)"
   GOBIN="$work/out" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
 fi
 

@@ -35,6 +35,8 @@ module_dir() {
   go mod download -json "$1" | python3 -c 'import json,sys; d = json.load(sys.stdin); print(d.get("Dir") or sys.exit(d.get("Error")))'
 }
 
+log "fetching the OLM and Prometheus Operator CRDs the local cluster serves, from the Go module proxy into $CRD_DIR," \
+  "once; seconds"
 mkdir -p "$CACHE_ROOT/crds"
 # Beside the cache directory, so that the last step is a rename.
 work="$(mktemp -d "$CACHE_ROOT/crds/.fetch-XXXXXX")"
