@@ -37,7 +37,7 @@ IN_PROGRESS = ("cordon-required", "wait-for-jobs-required", "pod-deletion-requir
 # The requests of the collection's own modules (nodes, pods, events, the operands' objects), whose results count each
 # request retried against what the proxy injected. The roles' kubernetes.core tasks (validation Jobs, MachineConfigPools,
 # ClusterVersion: accelerators.gpu.k8s, k8s_info, k8s_drain) run a whole module again instead, which the kubernetes
-# client's own retries would blur here: test_kubernetes_core_retry.py restarts the API server under them.
+# client's own retries would blur here: test_api_outage_retries.py restarts the API server under them.
 RETRYING = re.compile(r"FAILED - RETRYING: \[[^]]+\]: (.+?) \(\d+ retries left\)")
 MODULE_PATHS = (r"^/api/v1/(nodes|pods|namespaces/[^/]+/(pods|events|serviceaccounts|configmaps|services))"
                 r"|^/apis/apps/v1/")

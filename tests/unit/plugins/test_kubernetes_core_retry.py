@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The action of accelerators.gpu.k8s, k8s_info and k8s_drain (plugins/plugin_utils/kubernetes_core_retry.py): which
 failed results are run again, for how long, and what a result says after faults; and that the roles and playbooks
-reach the API server through it. tests/cluster/test_kubernetes_core_retry.py runs it through an API server restart."""
+reach the API server through it. tests/cluster/test_api_outage_retries.py runs it through an API server restart."""
 
 from __future__ import absolute_import, division, print_function
 
