@@ -155,17 +155,20 @@ def test_a_request_the_worker_cannot_take_is_left_to_the_caller_with_the_reason(
 def test_a_worker_is_not_used_once_the_packages_on_its_import_path_change(tmp_path, runtime):
     site = tmp_path / 'site'
     (site / 'kubernetes-37.0.2.dist-info').mkdir(parents=True)
-    environ = dict(os.environ, XDG_RUNTIME_DIR=runtime, ACCELERATORS_GPU_WORKER_IDLE='5',
+    # Idle long enough that the first worker still listens when the second request comes, however slow the machine.
+    environ = dict(os.environ, XDG_RUNTIME_DIR=runtime, ACCELERATORS_GPU_WORKER_IDLE='60',
                    PYTHONPATH=os.pathsep.join([str(site)] + [p for p in [os.environ.get('PYTHONPATH')] if p]))
-    wrapper = b"print('served')\nraise SystemExit(0)\n"
-    assert module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ, str(tmp_path)) == (
-        0, b'served\n', b'')
+    # The request's child is forked by the worker: its parent is the worker that served it.
+    wrapper = b"import os\nprint(os.getppid())\nraise SystemExit(0)\n"
+    rc, first_worker, err = module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ, str(tmp_path))
+    assert (rc, err) == (0, b'')
     first = sockets(runtime)
     # pip downgrades the client in the same environment: the worker that preloaded 37 takes no more requests, and
     # one is started for the packages now installed.
     (site / 'kubernetes-37.0.2.dist-info').rename(site / 'kubernetes-33.1.0.dist-info')
-    assert module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ, str(tmp_path)) == (
-        0, b'served\n', b'')
+    rc, second_worker, err = module_worker.run_wrapper(sys.executable, wrapper, 'test.wrapper', environ, str(tmp_path))
+    assert (rc, err) == (0, b'')
+    assert first_worker != second_worker
     assert len(first) == 1 and len(sockets(runtime)) == 2 and first[0] in sockets(runtime)
 
 
