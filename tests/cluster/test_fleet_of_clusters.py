@@ -231,9 +231,12 @@ def test_a_driver_change_goes_to_the_canary_first_and_a_fault_stops_the_fleet(fl
     ocp_a, ocp_b, k8s_c = members
     inventory = clusters.inventory(members)
 
-    # The canary cluster, then the other two together.
+    # The canary cluster, then the other two together. A simulated driver loads in seconds: a wait far shorter than
+    # the default (1500 s, for real builds) ends a stuck rollout with the playbook's own account of it, well within
+    # the run's timeout.
+    waits = {"driver_wait_timeout": 420}
     canary = run("driver_upgrade", inventory, tmp_path,
-                 variables={"common_driver_version": NEW, "gpu_fleet_serial": [1, 2]})
+                 variables=dict(waits, common_driver_version=NEW, gpu_fleet_serial=[1, 2]))
     outputs.append(canary.output)
     assert canary.process.returncode == 0, canary.output[-3000:]
     assert canary.batches() == [["ocp-a"], ["k8s-c", "ocp-b"]]
@@ -246,7 +249,7 @@ def test_a_driver_change_goes_to_the_canary_first_and_a_fault_stops_the_fleet(fl
     # than NEW: a rollback, which only goes with driver_allow_downgrade.
     before = snapshot(k8s_c)
     faulty = run("driver_upgrade", inventory, tmp_path,
-                 variables={"common_driver_version": BAD, "gpu_fleet_serial": [1, 1], "driver_allow_downgrade": True})
+                 variables=dict(waits, common_driver_version=BAD, gpu_fleet_serial=[1, 1], driver_allow_downgrade=True))
     outputs.append(faulty.output)
     assert faulty.process.returncode != 0
     assert faulty.batches() == [["ocp-a"], ["ocp-b"]], faulty.batches()
