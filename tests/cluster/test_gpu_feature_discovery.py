@@ -99,8 +99,11 @@ def check_gfd_deployed(cluster, namespace, first, names):
     pod_spec = daemonset.spec.template.spec
     env = {entry.name: entry.value for entry in pod_spec.containers[0].env}
     assert (env["GFD_SLEEP_INTERVAL"], env["GFD_FAIL_ON_INIT_ERROR"], env["MIG_STRATEGY"]) == ("60s", "true", "none")
-    # The session cluster has NFD's NodeFeature CRD only when some test deployed upstream NFD.
-    assert env["GFD_USE_NODE_FEATURE_API"] in ("true", "false")
+    # The session cluster has NFD's NodeFeature CRD only when some test deployed upstream NFD: GFD uses it from the
+    # deploy that installed it on.
+    crds = kubernetes.client.ApiextensionsV1Api(cluster.client).list_custom_resource_definition().items
+    node_feature_api = any(crd.metadata.name == "nodefeatures.nfd.k8s-sigs.io" for crd in crds)
+    assert env["GFD_USE_NODE_FEATURE_API"] == str(node_feature_api).lower()
     assert pod_spec.node_selector == {"nvidia.com/gpu.deploy.gpu-feature-discovery": "true"}
     assert pod_spec.service_account_name == "nvidia-gpu-feature-discovery"
     assert daemonset.status.number_ready == len(gpu_nodes)
