@@ -13,6 +13,7 @@ from fractions import Fraction
 
 from ..k8s.applied_fields import applied_fields, dropped_fields
 from ..nodes.facts import KERNEL_LABEL, OSTREE_LABEL
+from ..nodes.selection import affinity_matches, required_node_terms
 from .names import COMPONENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, PREPARED_ANNOTATION
 
 _QUANTITY_RE = re.compile(r'^([+-]?(?:\d+\.?\d*|\.\d+))(?:[eE]([+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?$')
@@ -61,33 +62,12 @@ def _pod_spec(daemonset):
     return ((daemonset.get('spec') or {}).get('template') or {}).get('spec') or {}
 
 
-def _selector_terms(pod_spec):
-    required = ((pod_spec.get('affinity') or {}).get('nodeAffinity') or {}).get(
-        'requiredDuringSchedulingIgnoredDuringExecution') or {}
-    return required.get('nodeSelectorTerms') or []
-
-
-def _expression_matches(expression, labels):
-    value = labels.get(expression['key'])
-    operator = expression['operator']
-    if operator == 'In':
-        return value in expression.get('values', [])
-    if operator == 'NotIn':
-        return value not in expression.get('values', [])
-    if operator == 'Exists':
-        return value is not None
-    if operator == 'DoesNotExist':
-        return value is None
-    return False
-
-
 def _runs_correct_driver(node_selector, terms, facts):
     """True when a DaemonSet with this selection schedules on the node and builds for what the node runs."""
     labels = facts['labels']
     if any(labels.get(key) != value for key, value in node_selector.items()):
         return False
-    if terms and not any(all(_expression_matches(expr, labels) for expr in term.get('matchExpressions', []))
-                         for term in terms):
+    if not affinity_matches(terms, labels):
         return False
     if OSTREE_LABEL in node_selector and node_selector[OSTREE_LABEL] != facts['rhcos_version']:
         return False
@@ -133,7 +113,7 @@ def is_managed_driver(daemonset):
 def serves(daemonset, facts):
     """True when the driver DaemonSet schedules on the node (facts: node_facts) with a driver for what it runs."""
     pod_spec = _pod_spec(daemonset)
-    return _runs_correct_driver(pod_spec.get('nodeSelector') or {}, _selector_terms(pod_spec), facts)
+    return _runs_correct_driver(pod_spec.get('nodeSelector') or {}, required_node_terms(pod_spec), facts)
 
 
 def plan_driver_changes(desired, existing, nodes_facts):
@@ -158,7 +138,7 @@ def plan_driver_changes(desired, existing, nodes_facts):
         pod_spec = _pod_spec(daemonset)
         plan['keep'].append({'name': daemonset['metadata']['name'], 'reason': reason,
                              'node_selector': dict(pod_spec.get('nodeSelector') or {}),
-                             'node_selector_terms': _selector_terms(pod_spec)})
+                             'node_selector_terms': required_node_terms(pod_spec)})
 
     desired_names = set()
     for daemonset in desired:

@@ -16,7 +16,7 @@ from ..k8s.errors import APIError
 from ..k8s.views import NODE_FULL, NODE_METADATA
 from ..nodes.gfd_labels import nodes_label_problems
 from .checks.allocatable import allocatable_state
-from .checks.daemonsets import daemonset_problems, daemonset_state, leaving_pods
+from .checks.daemonsets import daemonset_problems, daemonset_state, leaving_pods, node_selector_of, with_unseen_nodes
 from .checks.deployments import deployment_state
 from .checks.jobs import JOB_UID_LABEL, job_state
 from .checks.objects import metadata_of, owned_by, pod_node, selector_string, status_of
@@ -88,6 +88,9 @@ def observe_daemonsets(reads, names, selector, accept_outdated=False):
         pods = reads.pods(selector)
         on_delete = ((daemonset['spec'].get('updateStrategy') or {}).get('type') == 'OnDelete')
         state = daemonset_state(daemonset, pods, reads.revisions(selector) if on_delete else (), accept_outdated)
+        if state['ready'] and not state['desired']:
+            node_selector = ','.join('%s=%s' % item for item in sorted(node_selector_of(daemonset).items()))
+            state = with_unseen_nodes(state, daemonset, reads.nodes([], node_selector))
         creating = state['current'] < state['desired']
         current = [p for p in pods if metadata_of(p).get('uid') not in state.pop('outdated_uids', ())]
         current = _without_leaving(reads, daemonset, current)

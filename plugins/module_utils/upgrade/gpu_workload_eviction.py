@@ -15,6 +15,7 @@ import time
 
 from ..dra import API as RESOURCE_API, claim_key, holds_gpus, uses_any
 from ..k8s.errors import APIError, TaskError
+from ..nodes.selection import selector_matches
 from ..operands.waiter import Lost
 
 SKIP_LABEL = 'nvidia.com/gpu-driver-upgrade-drain.skip'
@@ -89,26 +90,6 @@ def eviction(pod):
     if metadata.get('uid'):
         body['deleteOptions'] = {'preconditions': {'uid': metadata['uid']}}
     return body
-
-
-def _expression_matches(expression, labels):
-    key, operator, values = expression.get('key'), expression.get('operator'), expression.get('values') or []
-    if operator == 'In':
-        return labels.get(key) in values
-    if operator == 'NotIn':
-        return key not in labels or labels[key] not in values
-    if operator == 'Exists':
-        return key in labels
-    if operator == 'DoesNotExist':
-        return key not in labels
-    return False
-
-
-def selector_matches(selector, labels):
-    """A LabelSelector against labels, as policy/v1 reads a PDB's (an empty selector selects every pod)."""
-    selector = selector or {}
-    return (all(labels.get(key) == value for key, value in (selector.get('matchLabels') or {}).items())
-            and all(_expression_matches(expression, labels) for expression in selector.get('matchExpressions') or []))
 
 
 def blocking_budgets(pod, budgets):

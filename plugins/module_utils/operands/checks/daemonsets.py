@@ -7,6 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ...nodes.selection import daemonset_schedules_on
 from .objects import as_int, metadata_of, owned_by, pod_node, status_of, warning_events
 from .pods import pod_is_ready, pod_problems
 from .problems import NOT_CREATED, new_problem
@@ -89,6 +90,23 @@ def daemonset_state(daemonset, pods, revisions=(), accept_outdated=False):
     else:
         state['reason'] = '%d of %d pods updated, %d available' % (state['updated'], desired, state['available'])
     return state
+
+
+def node_selector_of(daemonset):
+    """The pod template's nodeSelector ({} when it has none)."""
+    return ((((daemonset.get('spec') or {}).get('template') or {}).get('spec') or {}).get('nodeSelector')) or {}
+
+
+def with_unseen_nodes(state, daemonset, nodes):
+    """A state ready because no node is selected (desired 0), checked against nodes: the DaemonSet controller counts
+    from its own cache of the nodes, which lags behind the API server (nodes just labelled or created). Not ready
+    while one of nodes is one the controller will place a pod on."""
+    pod_spec = ((daemonset.get('spec') or {}).get('template') or {}).get('spec') or {}
+    unseen = sorted(metadata_of(node).get('name') for node in nodes if daemonset_schedules_on(pod_spec, node))
+    if not unseen:
+        return state
+    return dict(state, ready=False, reason='its controller counts no node yet, while %d match its pods: %s' % (
+        len(unseen), ', '.join(unseen[:5]) + (' ...' if len(unseen) > 5 else '')))
 
 
 def daemonset_problems(daemonset, pods, state, owner_events=()):

@@ -4,7 +4,7 @@
 import pytest
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.operands.checks.daemonsets import (
-    daemonset_problems, daemonset_state)
+    daemonset_problems, daemonset_state, with_unseen_nodes)
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.operands.operand_objects import (
     container_status, daemonset, event, pod, revision)
 
@@ -25,6 +25,19 @@ def test_daemonset_selecting_no_node_is_ready():
     state = daemonset_state(daemonset(desired=0), [])
     assert state['ready']
     assert state['reason'] == 'no node selected'
+
+
+def test_selecting_no_node_is_not_ready_while_a_node_it_would_run_on_is_unseen_by_its_controller():
+    selecting = daemonset(desired=0)
+    selecting['spec']['template'] = {'spec': {'nodeSelector': {'gpu': 'true'}}}
+    state = daemonset_state(selecting, [])
+    nodes = [{'metadata': {'name': 'n%d' % index, 'labels': {'gpu': 'true'}}} for index in range(7)]
+    unseen = with_unseen_nodes(state, selecting, nodes)
+    assert not unseen['ready']
+    assert unseen['reason'] == 'its controller counts no node yet, while 7 match its pods: n0, n1, n2, n3, n4 ...'
+    tainted = [{'metadata': {'name': 'n', 'labels': {'gpu': 'true'}},
+                'spec': {'taints': [{'key': 'dedicated', 'effect': 'NoSchedule'}]}}]
+    assert with_unseen_nodes(state, selecting, tainted) == state == with_unseen_nodes(state, selecting, [])
 
 
 def test_rolling_daemonset_ready_when_all_updated_and_available():
