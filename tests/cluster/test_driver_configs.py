@@ -101,11 +101,11 @@ def test_an_air_gapped_ubuntu_pool_needs_a_repo_config_naming_the_mirror_with_it
     assert refused["msg"].startswith("ConfigMap mirror-ca (driver.cert_config, role variable driver_cert_config) "
                                      "does not exist in namespace %s." % namespace)
     assert snapshot(cluster, namespace, nodes) == before
-    untrusted = dict(CONFIGS, cert_config=None)
-    updated = run(cluster, MODULE, dict(args, driver=driver(spec, **untrusted)))
+    untrusted = driver(spec, **dict((key, value) for key, value in CONFIGS.items() if key != "cert_config"))
+    updated = run(cluster, MODULE, dict(args, driver=untrusted))
     assert updated["updated"] == [DAEMONSET]
     delete_driver_pods(cluster, namespace)
-    failed = run(cluster, MODULE, dict(args, driver=driver(spec, **untrusted), wait=WAIT))
+    failed = run(cluster, MODULE, dict(args, driver=untrusted, wait=WAIT))
     assert "Certificate verification failed" in failed["msg"]
     assert "trust the mirror's CA with driver_cert_config" in failed["msg"]
 

@@ -30,7 +30,7 @@ def mounted_files(pod, container, directory, read_config_map):
     namespace = pod["metadata"]["namespace"]
     found = {}
     for mount in container.get("volumeMounts") or []:
-        parent, _, name = mount["mountPath"].rpartition("/")
+        parent, name = mount["mountPath"].rsplit("/", 1)
         source = sources.get(mount["name"])
         if parent != directory or not source or not mount.get("subPath"):
             continue

@@ -39,9 +39,9 @@ def config_volumes(daemonset):
                 if v['name'] in KEYS)
 
 
-def single(spec, node=None, keys=KEYS):
+def single(spec, node=None, keys=None):
     return desired_driver_daemonsets(spec, facts_of(node or ubuntu_node('w1')), {}, 'single',
-                                     config_map_keys=keys)['desired'][0]
+                                     config_map_keys=KEYS if keys is None else keys)['desired'][0]
 
 
 def test_the_os_id_of_an_os_tag():
