@@ -3,6 +3,7 @@ does without a reachable repository, builds with a repository file naming the fl
 its modules with the parameters of /drivers/nvidia.conf."""
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.nodes.facts import node_facts
+from ansible_collections.accelerators.gpu.plugins.module_utils.operands.checks.pods import pod_problems
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.driver.role_template import desired_driver_daemonsets
 from localcluster import fleet, packages, simulator
 
@@ -78,3 +79,23 @@ def test_the_module_parameters_of_nvidia_conf():
         "nvidia": ["NVreg_EnableGpuFirmware=0", "NVreg_RegistryDwords=RMIntrLockingMode=1",
                    "NVreg_OpenRmEnableUnsupportedGpus=1"]}
     assert packages.module_parameters(driver_pod(node()), read_config_map) == {}
+
+
+def test_the_wait_reads_the_simulated_failure_as_missing_kernel_headers():
+    """The status the simulator writes for the failing pod, as a wait reads it: the problem points to the setting."""
+    the_node = node()
+    pod = driver_pod(the_node)
+    state, reason, message, _retry = simulator.outcome(pod, the_node, set(), registry(), 0,
+                                                       read_config_map=read_config_map)
+    assert (state, reason) == ("waiting", "CrashLoopBackOff")
+    pod["spec"]["nodeName"] = "g"
+    pod["status"] = simulator.status_for(pod, the_node, state, reason, message)
+    problem, = pod_problems(pod)
+    assert "could not install the kernel headers linux-headers-5.15.0-100-generic" in problem["text"]
+    assert "driver_repo_config" in problem["text"]
+
+
+def registry():
+    held = simulator.Registry()
+    held.patterns = ["nvcr.io/nvidia/*"]
+    return held
