@@ -105,6 +105,39 @@ options:
           - ConfigMap in I(namespace) whose C(ca-bundle.crt) is the CA bundle the driver container trusts (a proxy's),
             mounted as the GPU Operator does at C(/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem).
         type: str
+      repo_config:
+        description:
+          - ConfigMap in I(namespace) of package repository files, as the GPU Operator's C(repoConfig.configMapName)
+            - each key mounted by C(subPath) where the OS of the DaemonSet's driver image reads repositories
+            (C(/etc/apt/sources.list.d) on Ubuntu and Debian, C(/etc/yum.repos.d) on RHEL, RHCOS, CentOS, Rocky and
+            Oracle Linux, C(/etc/zypp/repos.d) on SLES) in the driver, C(nvidia-peermem-ctr), C(nvidia-fs-ctr) and
+            C(nvidia-gdrcopy-ctr) containers, so that a driver build on a node without internet access installs the
+            kernel headers from a mirror. Not with precompiled driver images, which install no packages.
+          - A ConfigMap that does not exist fails the module before any write.
+        type: str
+      cert_config:
+        description:
+          - ConfigMap in I(namespace) of CA certificates, as the GPU Operator's C(certConfig.name) - each key mounted
+            by C(subPath) into the OS's trust store (C(/usr/local/share/ca-certificates) on Ubuntu and Debian,
+            C(/etc/pki/ca-trust/extracted/pem) on the RHEL family, C(/etc/pki/trust/anchors) on SLES) of the same
+            containers as O(driver.repo_config), for example the CA of a mirror. Not with precompiled driver images.
+          - A ConfigMap that does not exist fails the module before any write.
+        type: str
+      kernel_module_config:
+        description:
+          - ConfigMap in I(namespace) of kernel module parameters, as the GPU Operator's C(kernelModuleConfig.name) -
+            each key mounted at C(/drivers/<key>), where the driver container reads C(nvidia.conf),
+            C(nvidia-uvm.conf), C(nvidia-modeset.conf) and C(nvidia-peermem.conf) (one or more C(NVreg_*) parameters
+            a line) and loads the modules with them.
+          - A ConfigMap that does not exist fails the module before any write.
+        type: str
+      secret_env:
+        description:
+          - Secret in I(namespace) whose keys become environment variables (C(envFrom.secretRef)) of the driver,
+            C(nvidia-fs-ctr) and C(nvidia-gdrcopy-ctr) containers, as the GPU Operator's C(secretEnv), for example a
+            proxy password the driver's scripts read.
+          - A Secret that does not exist fails the module before any write.
+        type: str
       tolerations:
         description:
           - Pod tolerations; C(nvidia.com/gpu:NoSchedule) when omitted, none with an empty list.
@@ -415,6 +448,17 @@ EXAMPLES = r'''
       gds_image: nvcr.io/nvidia/cloud-native/nvidia-fs:2.20.5
       gdrcopy_image: nvcr.io/nvidia/cloud-native/gdrdrv:v2.5
 
+- name: An air-gapped Ubuntu pool - the kernel headers from a mirror whose CA is the site's
+  accelerators.gpu.driver_daemonsets:
+    namespace: nvidia-gpu-operator
+    mode: single
+    driver:
+      repository: nvcr.io/nvidia
+      version: 570.172.08
+      repo_config: ubuntu-mirror
+      cert_config: site-ca
+      kernel_module_config: nvidia-module-params
+
 - name: An older driver in the DaemonSets (a rollout, accelerators.gpu.driver_upgrade, then replaces the pods)
   accelerators.gpu.driver_daemonsets:
     namespace: nvidia-gpu-operator
@@ -581,6 +625,10 @@ DRIVER_OPTIONS = dict(
     env=dict(type='list', elements='dict'),
     resources=dict(type='dict'),
     trusted_ca_config_map=dict(type='str'),
+    repo_config=dict(type='str'),
+    cert_config=dict(type='str'),
+    kernel_module_config=dict(type='str'),
+    secret_env=dict(type='str', no_log=False),
     tolerations=dict(type='list', elements='dict'),
     labels=dict(type='dict'),
     annotations=dict(type='dict'),

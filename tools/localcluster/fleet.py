@@ -7,6 +7,8 @@ the annotation `sim.accelerators.gpu/hardware` (read by the simulator only, neve
     nfd: prelabelled            # or `worker`: labels appear once an nfd-worker pod is ready on the node
     node_status: realistic      # or `minimal`: see realistic_node() (a busy worker's images, annotations, resources)
     registry: [nvcr.io/nvidia/*, ...]   # image patterns the simulated registry holds
+    package_mirror: {url: https://mirror.example.test/ubuntu, ca: "-----BEGIN CERTIFICATE-----..."}
+                                # the site's package mirror, which offline node groups reach (with that CA, if any)
     openshift:
       version: 4.16.8
       driver_toolkit: {missing: [416.94.202405081406-0], broken: false, placeholder: false, extra: [...]}
@@ -25,6 +27,8 @@ the annotation `sim.accelerators.gpu/hardware` (read by the simulator only, neve
                                                 # network.nvidia.com/operator.mofed.wait=false); host, MOFED on the
                                                 # host; none, its driver container not ready (mofed.wait=true)
         os: {rhcos: 416.94.202405081406-0}      # or {ubuntu: "22.04"}, {rhel: "9.4"}
+        offline: true                           # reaches no package repository but the fleet's package_mirror
+                                                # (packages.py): an Ubuntu driver build needs a repo config naming it
         kernel: 5.14.0-427.13.1.el9_4.x86_64     # optional: derived from the OS otherwise
         runtime: cri-o                          # or containerd
         nfd_style: vendor                       # `pci-10de`; or class-vendor: `pci-0302_10de`
@@ -59,6 +63,7 @@ from kubernetes.client.rest import ApiException
 
 from . import api
 from . import gpudirect
+from . import packages
 
 NFD = "feature.node.kubernetes.io/"
 HARDWARE_ANNOTATION = "sim.accelerators.gpu/hardware"
@@ -293,6 +298,7 @@ def expand_groups(fleet, prefix=""):
             raise FleetError("node group %r: nfd_style must be vendor or class-vendor" % group.get("name"))
         runtime = group.get("runtime", "cri-o" if rhcos else "containerd")
         faults = dict(group.get("faults") or {})
+        offline = packages.offline_settings(group, fleet)
         try:
             network, network_nfd_labels, network_labels = gpudirect.network_of(group, style)
         except ValueError as error:
@@ -311,6 +317,8 @@ def expand_groups(fleet, prefix=""):
                 hardware["host_driver"] = str(group["host_driver"])
             if network:
                 hardware["network"] = network
+            if offline:
+                hardware["offline"] = offline
             # Simulated kernel reboots (kernel.py): how long the node is down, and when NFD relabels it after.
             hardware.update({key: group[key] for key in ("reboot_seconds", "nfd_lag_seconds") if key in group})
             # The kubelet registers the beta os/arch labels too; without them kube-controller-manager adds them a

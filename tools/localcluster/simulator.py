@@ -31,6 +31,10 @@
   own service account token. The real kube-scheduler allocates claims from it. A pod whose claims were allocated
   GPUs of gpu.nvidia.com starts only while the plugin is Ready (it prepares them), and once finished or deleted goes
   only when the plugin is Ready again to unprepare them (Terminating until then).
+- Package repositories (packages.py): on a node of an offline group the Ubuntu driver build crash-loops as apt does
+  without a reachable repository ("Unable to locate package linux-headers-<kernel>") unless its pod mounts a
+  repository file naming the fleet's mirror (and, for an https mirror with a CA, that CA); a loaded driver's module
+  parameters, from its /drivers/<module>.conf, show in the node annotation sim.accelerators.gpu/module-parameters.
 - Kernel modules: once a driver loaded on a node, they stay loaded until the node boots again (its bootID changes).
   A driver pod that is not yet Ready cannot then load its driver while pods still hold the node's GPUs (running pods
   requesting nvidia.com/gpu* or nvidia.com/mig-*, or holding claims allocated GPUs of gpu.nvidia.com): it crash-loops,
@@ -70,7 +74,7 @@ import urllib3
 from kubernetes.client.rest import ApiException
 
 from .fleet import HARDWARE_ANNOTATION, MCO_API, REGISTRY_CONFIGMAP
-from . import dra, gpudirect, hostengine, mig, sharing
+from . import dra, gpudirect, hostengine, mig, packages, sharing
 from .kernel import KernelReboots
 from .mco import MachineConfigOperator
 from .stages import REBOOTING_ANNOTATION
@@ -171,8 +175,9 @@ def holds_gpus(pod):
                for kind in ("requests", "limits") for name, value in ((c.get("resources") or {}).get(kind) or {}).items())
 
 
-def outcome(pod, node, ready_components, registry, clock, holders=(), loaded=False):
-    """What the node agent would report for this pod: (state, reason, message, retry_at).
+def outcome(pod, node, ready_components, registry, clock, holders=(), loaded=False, read_config_map=None):
+    """What the node agent would report for this pod: (state, reason, message, retry_at). read_config_map(namespace,
+    name): the data of a ConfigMap the pod mounts, None when it does not exist.
 
     state is one of: ready, waiting (Running but not Ready), pending (not started: Init or image pull),
     succeeded, failed.
@@ -195,7 +200,7 @@ def outcome(pod, node, ready_components, registry, clock, holders=(), loaded=Fal
         return ("waiting", "CrashLoopBackOff", "gpu-feature-discovery on node %s: failed to initialize NVML: "
                 "ERROR_UNKNOWN, GFD_FAIL_ON_INIT_ERROR is set (injected fault)" % node_name, None)
     if kind == DRIVER:
-        problem = driver_problem(pod, node, hw)
+        problem = driver_problem(pod, node, hw, read_config_map or (lambda namespace, name: None))
         # Only loading needs the old modules gone: a driver that loaded keeps running under its GPU pods.
         if not problem and holders and not loaded:
             problem = ("cannot unload the old driver on node %s: module nvidia is in use by %s" % (
@@ -225,12 +230,15 @@ def outcome(pod, node, ready_components, registry, clock, holders=(), loaded=Fal
     return ("ready", "", "", None)
 
 
-def driver_problem(pod, node, hw):
+def driver_problem(pod, node, hw, read_config_map):
     """Why this driver pod cannot load a driver on this node, or None."""
     node_name = node["metadata"]["name"]
     faults = hw.get("faults") or {}
     if faults.get("driver_build_fails"):
         return "driver build failed on node %s (injected fault)" % node_name
+    headers = packages.headers_problem(pod, node_name, hw, read_config_map)
+    if headers:
+        return headers
     failing = faults.get("driver_fails_for")
     if failing and any(failing in c["image"] for c in pod["spec"]["containers"]):
         return "driver %s does not load on node %s: NVRM: RmInitAdapter failed (injected fault for %s)" % (
@@ -639,7 +647,8 @@ class Simulator:
                 continue
             uid = pod["metadata"]["uid"]
             state, reason, message, retry_at = outcome(pod, node, ready, self.registry, clock, holders,
-                                                       loaded=uid in self.drivers_loaded)
+                                                       loaded=uid in self.drivers_loaded,
+                                                       read_config_map=self.config_map_data)
             # The kubelet starts a pod once the DRA drivers prepared its claims (the kubelet plugin, after the
             # operands in this pass).
             unprepared = self.dra.prepare_problem(pod, dra.KUBELET_PLUGIN in ready) if state != "pending" else None
@@ -660,6 +669,9 @@ class Simulator:
                     state, (reason, message) = "waiting", problem
             failing = {}
             if state == "ready" and component(pod) == DRIVER:
+                if uid not in self.drivers_loaded:
+                    # The modules take their parameters when they load.
+                    self.publish_module_parameters(node, packages.module_parameters(pod, self.config_map_data))
                 self.drivers_loaded.add(uid)
                 self.modules_loaded[node_name] = boot
                 # The driver loaded (the node keeps its GPUs); a GPUDirect container may still fail beside it.
@@ -706,6 +718,12 @@ class Simulator:
         shown = json.dumps(files, sort_keys=True)
         if (node["metadata"].get("annotations") or {}).get(VALIDATIONS_ANNOTATION, "{}") != shown:
             self.core.patch_node(node["metadata"]["name"], {"metadata": {"annotations": {VALIDATIONS_ANNOTATION: shown}}})
+
+    def publish_module_parameters(self, node, parameters):
+        shown = packages.shown_module_parameters(parameters)
+        if (node["metadata"].get("annotations") or {}).get(packages.MODULE_PARAMETERS_ANNOTATION) != shown:
+            self.core.patch_node(node["metadata"]["name"], {"metadata": {"annotations": {
+                packages.MODULE_PARAMETERS_ANNOTATION: shown}}})
 
     def ready_pod(self, pods, kind):
         return next((p for p in pods if component(p) == kind and self.written.get(p["metadata"]["uid"], [""])[0]

@@ -16,6 +16,7 @@ from ..operands.checks.daemonsets import daemonset_state
 from ..operands.wait import wait_for_operands, wait_params
 from ..registry.image_list import pod_template_images
 from .changes import is_subset, nodes_left_without_driver, plan_driver_changes
+from .configs import missing_objects_refusal, named_objects
 from .dtk_image_lookup import dtk_images_as_pulled
 from .names import COMPONENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, PlanError
 from .plan import desired_driver_daemonsets
@@ -140,6 +141,26 @@ def _remove_all(module, api):
     return result
 
 
+def read_named_objects(api, spec):
+    """{ConfigMap name: [keys]} of the ConfigMaps the driver option names, after refusing, before any write, a run
+    whose ConfigMap or Secret does not exist in the namespace (configs.missing_objects_refusal())."""
+    namespace = spec['namespace']
+    found, config_map_keys = set(), {}
+    for kind, name, _setting, _variable in named_objects(spec):
+        plural = 'configmaps' if kind == 'ConfigMap' else 'secrets'
+        stored = api.read_optional('/api/v1/namespaces/%s/%s/%s' % (namespace, plural, name))[0]
+        if stored is None:
+            continue
+        found.add((kind, name))
+        if kind == 'ConfigMap':
+            # As upstream, the keys of data are mounted; a Secret's values are never kept.
+            config_map_keys[name] = sorted(stored.get('data') or {})
+    refusal = missing_objects_refusal(spec, namespace, found)
+    if refusal:
+        raise TaskError(refusal)
+    return config_map_keys
+
+
 def _plan(module, api):
     params = module.params
     if params['nodes'] is None:
@@ -160,9 +181,10 @@ def _plan(module, api):
     if params['mode'] == 'kernel' and params['precompiled_registry_check'] is not None:
         available, checks = checked_precompiled(api, spec, facts_list, params['precompiled_registry_check'],
                                                 params['prepare_versions'])
+    config_map_keys = read_named_objects(api, spec)
     try:
         plan = desired_driver_daemonsets(params['daemonset_template'], spec, facts_list, dtk_images, params['mode'],
-                                         available, params['prepare_versions'])
+                                         available, params['prepare_versions'], config_map_keys)
         if checks is not None:
             plan['precompiled_checks'] = checks
         # Every DaemonSet of the namespace, not only labelled ones: one this collection did not create (the GPU

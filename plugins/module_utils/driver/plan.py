@@ -14,6 +14,7 @@ __metaclass__ = type
 
 from ..nodes.facts import (
     DEPLOY_LABEL_PREFIX, KERNEL_LABEL, OPERANDS_SWITCH, OS_RELEASE_PREFIX, OSTREE_LABEL, sanitize_label_value)
+from .configs import config_volumes
 from .gpudirect import GPUDirectError, side_images
 from .names import (
     COMPONENT_LABEL, DRIVER_DAEMONSET, MANAGED_BY, MANAGED_BY_LABEL, PlanError, build_image, check_label_values,
@@ -31,7 +32,8 @@ OS_VERSION_LABEL = OS_RELEASE_PREFIX + 'VERSION_ID'
 # The settings of the driver option the template reads as driver.<setting>.
 TEMPLATE_SETTINGS = ('image_pull_policy', 'image_pull_secrets', 'env', 'resources', 'tolerations', 'annotations',
                      'startup_probe', 'liveness_probe', 'readiness_probe', 'service_account_name',
-                     'priority_class_name', 'manager', 'trusted_ca_config_map', 'rdma', 'use_host_mofed')
+                     'priority_class_name', 'manager', 'trusted_ca_config_map', 'rdma', 'use_host_mofed',
+                     'repo_config', 'cert_config', 'kernel_module_config', 'secret_env')
 
 
 def _require(spec, keys, mode):
@@ -62,12 +64,15 @@ def _daemonset(spec, name, build_labels, node_selector, image, os_tag_value, ker
     selector.update(node_selector)
     check_label_values(labels, name, 'metadata.labels')
     check_label_values(selector, name, 'spec.template.spec.nodeSelector')
+    precompiled = labels[PRECOMPILED_LABEL] == 'true'
     try:
-        images = side_images(spec, name, os_tag_value, labels[PRECOMPILED_LABEL] == 'true')
+        images = side_images(spec, name, os_tag_value, precompiled)
     except GPUDirectError as error:
         raise PlanError(str(error), obj=name, field=error.field)
+    configs = config_volumes(spec, spec.get('config_map_keys') or {}, os_tag_value, precompiled, name)
     return dict(images, name=name, namespace=spec['namespace'], labels=labels, node_selector=selector,
-                kernels=list(kernels), image=image, dtk=dtk, prepared_for=None, driver=_template_settings(spec))
+                kernels=list(kernels), image=image, dtk=dtk, prepared_for=None, driver=_template_settings(spec),
+                config_volumes=configs['volumes'], config_mounts=configs['mounts'])
 
 
 def _rendered(template, variables):
@@ -78,6 +83,12 @@ def _rendered(template, variables):
     except ManifestTemplateError as error:
         raise PlanError(str(error), obj=variables['name'], field='daemonset_template')
     pod_spec = daemonset['spec']['template']['spec']
+    volumes = [volume['name'] for volume in pod_spec.get('volumes') or []]
+    clashing = sorted(set(name for name in volumes if volumes.count(name) > 1))
+    if clashing:
+        # A configuration's volume is named after its ConfigMap, as upstream names it.
+        raise PlanError('two volumes of the pod are named %s: name the ConfigMap otherwise' % ', '.join(clashing),
+                        obj=variables['name'], field='spec.template.spec.volumes')
     for container in pod_spec['containers'] + pod_spec.get('initContainers', []):
         if 'env' in container:
             env = []
@@ -282,7 +293,7 @@ def _plan_single(spec, nodes, dtk_images, precompiled_available, plan, prepare_v
 
 
 def desired_driver_daemonsets(template, spec, gpu_nodes_facts, dtk_images, mode, precompiled_available=None,
-                              prepare_versions=()):
+                              prepare_versions=(), config_map_keys=None):
     """Driver DaemonSets that must exist for the GPU nodes, each rendered from template.
 
     template: the text of the driver DaemonSet's template (roles/driver/templates/daemonset.yml.j2), rendered for
@@ -291,13 +302,16 @@ def desired_driver_daemonsets(template, spec, gpu_nodes_facts, dtk_images, mode,
     (precompiled), image_ref (full driver image, beats repository/image/version), image_pull_policy, env,
     resources, tolerations, image_pull_secrets (names), labels, annotations, startup_probe, liveness_probe,
     readiness_probe, service_account_name, priority_class_name, node_selector (extra), manager, trusted_ca_config_map;
-    GPUDirect (gpudirect.py): rdma, use_host_mofed, gds_image, gdrcopy_image.
+    GPUDirect (gpudirect.py): rdma, use_host_mofed, gds_image, gdrcopy_image; the ConfigMaps repo_config,
+    cert_config, kernel_module_config and the Secret secret_env (configs.py).
     dtk_images: {rhcos: {status, image, message}} (resolve_dtk_images()['versions']).
     precompiled_available: set of, or {ref: bool} for, precompiled images that exist; None assumes all exist.
     prepare_versions (mode rhcos): RHCOS builds to plan a DaemonSet for even when no GPU node runs them yet (an
     upgrade's target), listed in `prepared`; one without a resolved DTK image is a PlanError. With mode kernel,
     kernels: a precompiled DaemonSet for each OS the GPU nodes run (prepared_kernels()); one without a precompiled
     image is a PlanError (there is no DTK fallback for a kernel no node runs).
+    config_map_keys: {ConfigMap name: [keys]} of the ConfigMaps spec names, as read from the namespace: each key is
+    mounted (configs.config_volumes()).
     A node whose nvidia.com/gpu.deploy.driver has a value other than 'true' ('pre-installed': host driver),
     or whose operands are switched off, gets no driver DaemonSet.
 
@@ -311,6 +325,7 @@ def desired_driver_daemonsets(template, spec, gpu_nodes_facts, dtk_images, mode,
         raise PlanError('prepare_versions needs mode rhcos or kernel, not %s' % mode, obj='driver spec',
                         field='prepare_versions')
     _require(spec, ('namespace',), mode)
+    spec = dict(spec, config_map_keys=config_map_keys or {})
     try:
         compiled = ManifestTemplate(template, 'daemonset_template')
     except ManifestTemplateError as error:

@@ -19,6 +19,10 @@ IMAGE_REASONS = ('ImagePullBackOff', 'ErrImagePull', 'InvalidImageName', 'ErrIma
 CRASH_REASONS = ('CrashLoopBackOff', 'RunContainerError')
 CONFIG_REASONS = ('CreateContainerConfigError', 'CreateContainerError')
 _PULLED_IMAGE_RE = re.compile(r'image "([^"]+)"')
+# apt in the Ubuntu driver container (nvidia-driver _install_prerequisites) when no repository it reaches has the
+# kernel headers, and when the TLS certificate of the one it reaches is not trusted.
+_HEADERS_RE = re.compile(r'Unable to locate package (linux-headers-\S+)')
+_UNTRUSTED_RE = re.compile(r'Certificate verification failed')
 DRIVER_DEPLOY_LABEL = DEPLOY_LABEL_PREFIX + 'driver'
 # The nodes an admin opted out of the driver: no driver pod runs there, and (not labelled pre-installed) no driver is
 # known on the host.
@@ -93,6 +97,20 @@ def _last_exit(entry):
                                     ': ' + last['message'] if last.get('message') else '')
 
 
+def driver_build_hint(message):
+    """What to set when a driver container's message says it could not install the kernel headers, or ''."""
+    headers = _HEADERS_RE.search(message or '')
+    if not headers:
+        return ''
+    hint = ('; the driver container could not install the kernel headers %s: the node reaches no package repository '
+            'that has them. Point it at a mirror with driver_repo_config (driver.repo_config: a ConfigMap of '
+            'repository files, mounted where the OS reads them)' % headers.group(1))
+    if _UNTRUSTED_RE.search(message):
+        hint += (', and trust the mirror\'s CA with driver_cert_config (driver.cert_config: a ConfigMap of CA '
+                 'certificates), as the mirror\'s certificate was not trusted')
+    return hint
+
+
 def pod_problems(pod):
     """Problems a pod shows: image pull failures, crash loops, container config errors, a failed pod, or a
     scheduler that cannot place it. Each names the node, the pod, the container and the cause."""
@@ -109,8 +127,9 @@ def pod_problems(pod):
             problems.append(new_problem(IMAGE, pod, '%s cannot pull image %s (%s: %s)' % (
                 where, image, reason, entry.get('message')), key=(IMAGE, metadata_of(pod).get('uid'), image)))
         elif reason in CRASH_REASONS:
-            problems.append(new_problem(CRASH, pod, '%s container %s is crash-looping after %s restarts (%s: %s%s)' % (
-                where, entry['container'], entry['restarts'], reason, entry.get('message'), _last_exit(entry)),
+            problems.append(new_problem(CRASH, pod, '%s container %s is crash-looping after %s restarts (%s: %s%s)%s' % (
+                where, entry['container'], entry['restarts'], reason, entry.get('message'), _last_exit(entry),
+                driver_build_hint('%s %s' % (entry.get('message'), _last_exit(entry)))),
                 key=(CRASH, metadata_of(pod).get('uid'), entry['container'])))
         elif reason in CONFIG_REASONS:
             problems.append(new_problem(CONFIG, pod, '%s container %s cannot be created (%s: %s)' % (

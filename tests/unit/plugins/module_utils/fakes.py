@@ -89,7 +89,8 @@ class FakeCluster(Deadlines):
     so that a test can change the node under the module (as an admin or NFD would).
     """
 
-    def __init__(self, nodes=(), daemonsets=(), imagestream=None, stream_absence=None, mirror_sets=None):
+    def __init__(self, nodes=(), daemonsets=(), imagestream=None, stream_absence=None, mirror_sets=None,
+                 objects=None):
         self.nodes = dict((node['metadata']['name'], copy.deepcopy(node)) for node in nodes)
         for index, node in enumerate(self.nodes.values()):
             node['metadata'].setdefault('resourceVersion', str(index + 1))
@@ -97,6 +98,8 @@ class FakeCluster(Deadlines):
         self.imagestream = imagestream
         self.stream_absence = stream_absence
         self.mirror_sets = mirror_sets or {'idms': [], 'itms': [], 'icsp': []}
+        # Other objects read by path, such as the driver's ConfigMaps and Secret.
+        self.objects = dict(objects or {})
         self.reads = []
         self.writes = []
         self.before_patch = None
@@ -150,8 +153,11 @@ class FakeCluster(Deadlines):
         del self.daemonsets[name]
 
     def read_optional(self, path):
-        """The DTK image stream (dtk.read_dtk_imagestream), served unless stream_absence is NOT_OPENSHIFT."""
-        assert path == DTK_IMAGESTREAM_PATH, path
+        """The DTK image stream (dtk.read_dtk_imagestream), served unless stream_absence is NOT_OPENSHIFT; the
+        objects given by path."""
+        if path != DTK_IMAGESTREAM_PATH:
+            self.reads.append(('object', path))
+            return copy.deepcopy(self.objects.get(path)), True
         self.reads.append(('imagestream', None))
         return copy.deepcopy(self.imagestream), self.stream_absence != NOT_OPENSHIFT
 

@@ -60,3 +60,38 @@ def test_unschedulable_pod_is_stuck_not_fatal_and_carries_the_scheduler_message(
 def test_waiting_for_a_predecessor_is_no_problem():
     waiting = {'waiting': {'reason': 'PodInitializing', 'message': 'waiting for nvidia-driver to be ready'}}
     assert pod_problems(pod('p', 'gpu-1', ready=False, statuses=[container_status('main', waiting)])) == []
+
+
+HEADERS_FAILURE = ("Updating the package cache... W: Failed to fetch http://archive.ubuntu.com/ubuntu/dists/jammy/"
+                   "InRelease  Temporary failure resolving 'archive.ubuntu.com'; Installing Linux kernel headers... "
+                   "E: Unable to locate package linux-headers-5.15.0-100-generic")
+
+
+def driver_pod(message):
+    waiting = {'waiting': {'reason': 'CrashLoopBackOff', 'message': message}}
+    return pod('nvidia-driver-daemonset-x', 'gpu-3', ready=False, statuses=[container_status('nvidia-driver-ctr',
+                                                                                             waiting)])
+
+
+def test_a_driver_that_cannot_install_the_kernel_headers_points_to_the_repo_config():
+    problem, = pod_problems(driver_pod(HEADERS_FAILURE))
+    assert problem['text'].endswith(
+        'E: Unable to locate package linux-headers-5.15.0-100-generic); the driver container could not install the '
+        'kernel headers linux-headers-5.15.0-100-generic: the node reaches no package repository that has them. '
+        'Point it at a mirror with driver_repo_config (driver.repo_config: a ConfigMap of repository files, mounted '
+        'where the OS reads them)')
+
+
+def test_an_untrusted_mirror_points_to_the_cert_config_too():
+    untrusted = HEADERS_FAILURE.replace(
+        "Temporary failure resolving 'archive.ubuntu.com'",
+        'Certificate verification failed: The certificate is NOT trusted. The certificate issuer is unknown.')
+    problem, = pod_problems(driver_pod(untrusted))
+    assert problem['text'].endswith(
+        "and trust the mirror's CA with driver_cert_config (driver.cert_config: a ConfigMap of CA certificates), as "
+        "the mirror's certificate was not trusted")
+
+
+def test_another_crash_gets_no_hint():
+    problem, = pod_problems(driver_pod('NVRM: RmInitAdapter failed'))
+    assert 'driver_repo_config' not in problem['text']
