@@ -34,7 +34,7 @@ def stack(cluster):
                                      container_toolkit_validate=False, device_plugin_validate_workload=False),
                      common_wait_timeout=120)
     playbook(cluster, "deploy", variables).succeeded()
-    yield made.node_names[0], namespace, variables
+    yield sorted(made.node_names)[0], namespace, variables
     cluster.core.delete_namespace(namespace)
     made.delete()
 

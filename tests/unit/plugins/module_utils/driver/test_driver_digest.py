@@ -56,7 +56,7 @@ def test_a_daemonset_without_manager_or_dtk_has_it_on_the_driver_container():
     {'trusted_ca_config_map': 'proxy-ca'},
     {'rdma': True},
     {'gds_image': None},
-], ids=lambda settings: ','.join(settings))
+], ids=','.join)
 def test_an_install_setting_changes_it(settings):
     assert digest(**settings) != digest()
 
@@ -71,7 +71,7 @@ def test_an_install_setting_changes_it(settings):
     {'image_pull_policy': 'Always'},
     {'image_pull_secrets': ['pull']},
     {'startup_probe': {'exec': {'command': ['true']}}},
-], ids=lambda settings: ','.join(settings))
+], ids=','.join)
 def test_a_setting_that_installs_nothing_leaves_it(settings):
     assert digest(**settings) == digest()
 
@@ -95,8 +95,8 @@ def test_order_of_env_mounts_and_volumes_does_not_count():
 def test_empty_settings_count_as_absent():
     pod_spec = {'containers': [{'name': 'nvidia-driver-ctr', 'image': 'driver:1'}], 'volumes': [{'name': 'scratch'}]}
     padded = {'containers': [{'name': 'nvidia-driver-ctr', 'image': 'driver:1', 'args': [], 'env': [],
-                              'volumeMounts': []}], 'initContainers': [], 'volumes': [{'name': 'scratch',
-                                                                                         'emptyDir': {}}]}
+                              'volumeMounts': []}],
+              'initContainers': [], 'volumes': [{'name': 'scratch', 'emptyDir': {}}]}
     assert config_digest(padded) == config_digest(pod_spec)
 
 
