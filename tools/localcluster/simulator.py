@@ -439,7 +439,6 @@ class Simulator:
         self.drivers_loaded = set()  # uids of driver pods whose driver loaded (it stays so while the pod lives)
         self.modules_loaded = {}  # node name -> the bootID in which a driver loaded there
         self.loaded_digests = {}  # node name -> the DRIVER_CONFIG_DIGEST of the driver loaded in that boot
-        self.installs = {}  # driver pod uid -> "build" or "reuse", decided when the pod is first seen
         self.install_records = {}  # node name -> the records of INSTALLS_ANNOTATION
         self.mig_layouts = {}  # node name -> the MIG layout its GPUs have (mig.gpu_layouts), when MIG was applied
         self.mig_decided = {}  # node name -> (layout asked, final state written): nothing more to do for it
@@ -658,11 +657,9 @@ class Simulator:
                 self.dra.unprepare(pod, dra.KUBELET_PLUGIN in ready)
                 continue
             uid = pod["metadata"]["uid"]
-            if component(pod) == DRIVER and uid not in self.drivers_loaded:
-                self.installs.setdefault(uid, "reuse" if reusable and config_digest(pod) == reusable else "build")
+            reuse = component(pod) == DRIVER and bool(reusable) and config_digest(pod) == reusable
             state, reason, message, retry_at = outcome(pod, node, ready, self.registry, clock, holders,
-                                                       loaded=uid in self.drivers_loaded,
-                                                       reuse=self.installs.get(uid) == "reuse")
+                                                       loaded=uid in self.drivers_loaded, reuse=reuse)
             # The kubelet starts a pod once the DRA drivers prepared its claims (the kubelet plugin, after the
             # operands in this pass).
             unprepared = self.dra.prepare_problem(pod, dra.KUBELET_PLUGIN in ready) if state != "pending" else None
@@ -685,7 +682,7 @@ class Simulator:
             if state == "ready" and component(pod) == DRIVER:
                 # Not a pod already Ready before this simulator started.
                 if uid not in self.drivers_loaded and not pod_ready(pod):
-                    self.record_install(node, pod, self.installs.pop(uid, "build"), clock)
+                    self.record_install(node, pod, "reuse" if reuse else "build", clock)
                 self.drivers_loaded.add(uid)
                 self.modules_loaded[node_name] = boot
                 self.loaded_digests[node_name] = config_digest(pod)
