@@ -41,6 +41,12 @@
   "module nvidia is in use", until they are gone.
   After a boot nothing is loaded, so the first driver loads whatever pods are bound there. The k8s-driver-manager init
   container's own eviction of those pods is not played: the rollout must evict them first.
+- Driver reuse (DRIVER_CONFIG_DIGEST, as k8s-driver-manager and NVIDIA's driver containers compare it with
+  /run/nvidia/nvidia-driver.state): a driver pod whose digest is that of the driver loaded on its node since the node
+  booted is Ready at once, without driver_build_seconds, and whatever pods hold the GPUs (nothing is unloaded); a
+  pod of another digest, or none, builds and loads as above. Each driver pod that came up is recorded, with
+  `install` build or reuse and the seconds from its creation to Ready, in the node annotation
+  sim.accelerators.gpu/driver-installs (a JSON list, the last INSTALL_RECORDS).
 - GPUDirect RDMA (gpudirect.py): a driver pod's nvidia-peermem-ctr crash-loops, naming what is missing, on a node
   without its network driver (the NVIDIA Network Operator's driver container, read from the node label
   network.nvidia.com/operator.mofed.wait=false, or MOFED on the host with USE_HOST_MOFED=true): the driver loads (the
@@ -97,6 +103,9 @@ CUDA_OF_BRANCH = {"535": (12, 2), "550": (12, 4), "560": (12, 6), "565": (12, 7)
 GPU = "nvidia.com/gpu"
 VALIDATION_CHECK_LABEL = "accelerators.gpu/validation"
 VALIDATIONS_ANNOTATION = "sim.accelerators.gpu/validations"
+INSTALLS_ANNOTATION = "sim.accelerators.gpu/driver-installs"
+INSTALL_RECORDS = 20
+DIGEST_ENV = "DRIVER_CONFIG_DIGEST"
 RHCOS_IN_OS_IMAGE = re.compile(r"\d+\.\d+\.\d+-\d+")
 # Operators the simulated catalog offers: package -> (CSV name, operator Deployment name).
 CATALOG = {
@@ -175,12 +184,19 @@ def holds_gpus(pod):
                for kind in ("requests", "limits") for name, value in ((c.get("resources") or {}).get(kind) or {}).items())
 
 
-def outcome(pod, node, ready_components, registry, clock, holders=(), loaded=False, read_config_map=None):
+def config_digest(pod):
+    """The DRIVER_CONFIG_DIGEST of a driver pod (its driver container's), or None."""
+    return next((container_env(c, DIGEST_ENV) for c in pod["spec"]["containers"] if container_env(c, DIGEST_ENV)),
+                None)
+
+
+def outcome(pod, node, ready_components, registry, clock, holders=(), loaded=False, reuse=False, read_config_map=None):
     """What the node agent would report for this pod: (state, reason, message, retry_at). read_config_map(namespace,
     name): the data of a ConfigMap the pod mounts, None when it does not exist.
 
     state is one of: ready, waiting (Running but not Ready), pending (not started: Init or image pull),
-    succeeded, failed.
+    succeeded, failed. reuse: a driver pod that finds its driver loaded with its digest, which it neither unloads nor
+    builds.
     """
     node_name = node["metadata"]["name"]
     hw = hardware(node)
@@ -202,14 +218,14 @@ def outcome(pod, node, ready_components, registry, clock, holders=(), loaded=Fal
     if kind == DRIVER:
         problem = driver_problem(pod, node, hw, read_config_map or (lambda namespace, name: None))
         # Only loading needs the old modules gone: a driver that loaded keeps running under its GPU pods.
-        if not problem and holders and not loaded:
+        if not problem and holders and not loaded and not reuse:
             problem = ("cannot unload the old driver on node %s: module nvidia is in use by %s" % (
                 node_name, ", ".join(sorted("%s/%s" % (p["metadata"]["namespace"], p["metadata"]["name"])
                                             for p in holders))))
         if problem:
             return ("waiting", "CrashLoopBackOff", problem, None)
         started = pod["metadata"].get("creationTimestamp")
-        build = hw.get("driver_build_seconds") or 0
+        build = 0 if reuse else hw.get("driver_build_seconds") or 0
         if build and started:
             done = _epoch(started) + build
             if clock < done:
@@ -430,6 +446,8 @@ class Simulator:
         self.timer_keys = set()
         self.drivers_loaded = set()  # uids of driver pods whose driver loaded (it stays so while the pod lives)
         self.modules_loaded = {}  # node name -> the bootID in which a driver loaded there
+        self.loaded_digests = {}  # node name -> the DRIVER_CONFIG_DIGEST of the driver loaded in that boot
+        self.install_records = {}  # node name -> the records of INSTALLS_ANNOTATION
         self.mig_layouts = {}  # node name -> the MIG layout its GPUs have (mig.gpu_layouts), when MIG was applied
         self.mig_decided = {}  # node name -> (layout asked, final state written): nothing more to do for it
         self.mps_waiting = {}  # node name -> why its device plugin waits for the MPS control daemon (logged once)
@@ -641,13 +659,15 @@ class Simulator:
         driver_modules = None
         # Pods can hold modules only if a driver loaded them since the node booted.
         holders = [pod for pod in pods if self.holds_gpus(pod)] if self.modules_loaded.get(node_name) == boot else []
+        reusable = self.loaded_digests.get(node_name) if self.modules_loaded.get(node_name) == boot else None
         for pod in pods:
             if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                 self.dra.unprepare(pod, dra.KUBELET_PLUGIN in ready)
                 continue
             uid = pod["metadata"]["uid"]
+            reuse = component(pod) == DRIVER and bool(reusable) and config_digest(pod) == reusable
             state, reason, message, retry_at = outcome(pod, node, ready, self.registry, clock, holders,
-                                                       loaded=uid in self.drivers_loaded,
+                                                       loaded=uid in self.drivers_loaded, reuse=reuse,
                                                        read_config_map=self.config_map_data)
             # The kubelet starts a pod once the DRA drivers prepared its claims (the kubelet plugin, after the
             # operands in this pass).
@@ -669,11 +689,15 @@ class Simulator:
                     state, (reason, message) = "waiting", problem
             failing = {}
             if state == "ready" and component(pod) == DRIVER:
-                if uid not in self.drivers_loaded:
-                    # The modules take their parameters when they load.
+                if uid not in self.drivers_loaded and not reuse:
+                    # The modules take their parameters when they load; a reused driver keeps them.
                     self.publish_module_parameters(node, packages.module_parameters(pod, self.config_map_data))
+                # Not a pod already Ready before this simulator started.
+                if uid not in self.drivers_loaded and not pod_ready(pod):
+                    self.record_install(node, pod, "reuse" if reuse else "build", clock)
                 self.drivers_loaded.add(uid)
                 self.modules_loaded[node_name] = boot
+                self.loaded_digests[node_name] = config_digest(pod)
                 # The driver loaded (the node keeps its GPUs); a GPUDirect container may still fail beside it.
                 failing = gpudirect.failures(pod, node, hw.get("network") or {})
                 driver_modules = ("nvidia-peermem driver is not ready (lsmod shows no nvidia_peermem): %s"
@@ -698,6 +722,18 @@ class Simulator:
         self.reconcile_gfd_labels(node, ready, pods)
         self.reconcile_resource_slice(node, ready, pods)
         self.publish_validation_files(node, files)
+
+    def record_install(self, node, pod, install, clock):
+        """Adds the driver pod that came up to the node's INSTALLS_ANNOTATION: build or reuse, and how long it took."""
+        node_name = node["metadata"]["name"]
+        records = self.install_records.setdefault(node_name, json.loads(
+            (node["metadata"].get("annotations") or {}).get(INSTALLS_ANNOTATION) or "[]"))
+        records.append({"pod": pod["metadata"]["name"], "install": install, "digest": config_digest(pod),
+                        "seconds": round(clock - _epoch(pod["metadata"]["creationTimestamp"]), 1)})
+        del records[:-INSTALL_RECORDS]
+        self.core.patch_node(node_name, {"metadata": {"annotations": {INSTALLS_ANNOTATION: json.dumps(records)}}})
+        LOG.info("node %s: driver pod %s came up (%s) after %.1f s", node_name, pod["metadata"]["name"], install,
+                 records[-1]["seconds"])
 
     def validation_files(self, node_name, boot, pods):
         """The node's /run/nvidia/validations: emptied by a boot (whose pods then run their init containers again)

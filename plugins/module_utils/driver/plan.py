@@ -15,6 +15,7 @@ __metaclass__ = type
 from ..nodes.facts import (
     DEPLOY_LABEL_PREFIX, KERNEL_LABEL, OPERANDS_SWITCH, OS_RELEASE_PREFIX, OSTREE_LABEL, sanitize_label_value)
 from .configs import config_volumes
+from .digest import set_config_digest
 from .gpudirect import GPUDirectError, side_images
 from .names import (
     COMPONENT_LABEL, DRIVER_DAEMONSET, MANAGED_BY, MANAGED_BY_LABEL, PlanError, build_image, check_label_values,
@@ -77,7 +78,8 @@ def _daemonset(spec, name, build_labels, node_selector, image, os_tag_value, ker
 
 def _rendered(template, variables):
     """The DaemonSet the template renders, each container's env with one entry per name (a later entry replaces an
-    earlier one in its place, as the template's header says)."""
+    earlier one in its place, as the template's header says), and the digest of its install settings
+    (DRIVER_CONFIG_DIGEST, digest.py) on the containers the GPU Operator sets it on."""
     try:
         daemonset = template.render(variables)
     except ManifestTemplateError as error:
@@ -99,6 +101,7 @@ def _rendered(template, variables):
                 else:
                     env.append(entry)
             container['env'] = env
+    set_config_digest(pod_spec)
     return daemonset
 
 

@@ -198,9 +198,11 @@ def test_rhcos_mode_spec_is_applied():
     pod = ds['spec']['template']['spec']
     driver = container(ds, 'nvidia-driver-ctr')
     assert driver['image'] == 'mirror.local/nvidia/driver@sha256:' + 'e' * 64
-    assert driver['env'] == [{'name': 'NODE_NAME', 'value': 'override'},
-                             {'name': 'NODE_IP', 'valueFrom': {'fieldRef': {'fieldPath': 'status.hostIP'}}},
-                             {'name': 'X', 'value': '1'}]
+    # The digest of the install settings (test_driver_digest) comes last.
+    assert driver['env'][:-1] == [{'name': 'NODE_NAME', 'value': 'override'},
+                                  {'name': 'NODE_IP', 'valueFrom': {'fieldRef': {'fieldPath': 'status.hostIP'}}},
+                                  {'name': 'X', 'value': '1'}]
+    assert driver['env'][-1]['name'] == 'DRIVER_CONFIG_DIGEST'
     assert driver['resources'] == {'limits': {'memory': '4Gi'}}
     assert pod['imagePullSecrets'] == [{'name': 'pull'}]
     assert pod['tolerations'] == []

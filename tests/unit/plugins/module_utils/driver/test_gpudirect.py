@@ -84,7 +84,7 @@ def test_the_gpudirect_settings_replace_the_same_names_of_the_drivers_env_in_the
     spec = dict(ALL, env=[{'name': 'GDS_ENABLED', 'value': 'false'}, {'name': 'X', 'value': '1'}])
     driver = container(dtk_daemonset(spec), 'nvidia-driver-ctr')
     assert [entry['name'] for entry in driver['env']] == [
-        'NODE_NAME', 'NODE_IP', 'GDS_ENABLED', 'X', 'GPU_DIRECT_RDMA_ENABLED', 'GDRCOPY_ENABLED']
+        'NODE_NAME', 'NODE_IP', 'GDS_ENABLED', 'X', 'GPU_DIRECT_RDMA_ENABLED', 'GDRCOPY_ENABLED', 'DRIVER_CONFIG_DIGEST']
     assert env(driver)['GDS_ENABLED'] == 'true'
 
 
