@@ -15,6 +15,7 @@ __metaclass__ = type
 from ..nodes.facts import (
     DEPLOY_LABEL_PREFIX, KERNEL_LABEL, OPERANDS_SWITCH, OS_RELEASE_PREFIX, OSTREE_LABEL, sanitize_label_value)
 from .gpudirect import GPUDirectError, side_images
+from .kernel_modules import kernel_module_refusals
 from .names import (
     COMPONENT_LABEL, DRIVER_DAEMONSET, MANAGED_BY, MANAGED_BY_LABEL, PlanError, build_image, check_label_values,
     driver_daemonset_name, os_tag, precompiled_daemonset_name, precompiled_image, rhcos_os_tag)
@@ -31,7 +32,8 @@ OS_VERSION_LABEL = OS_RELEASE_PREFIX + 'VERSION_ID'
 # The settings of the driver option the template reads as driver.<setting>.
 TEMPLATE_SETTINGS = ('image_pull_policy', 'image_pull_secrets', 'env', 'resources', 'tolerations', 'annotations',
                      'startup_probe', 'liveness_probe', 'readiness_probe', 'service_account_name',
-                     'priority_class_name', 'manager', 'trusted_ca_config_map', 'rdma', 'use_host_mofed')
+                     'priority_class_name', 'manager', 'trusted_ca_config_map', 'rdma', 'use_host_mofed',
+                     'kernel_module_type')
 
 
 def _require(spec, keys, mode):
@@ -290,14 +292,18 @@ def desired_driver_daemonsets(template, spec, gpu_nodes_facts, dtk_images, mode,
     spec: namespace, repository, image (name, default 'driver'), version (DTK/single builds), branch
     (precompiled), image_ref (full driver image, beats repository/image/version), image_pull_policy, env,
     resources, tolerations, image_pull_secrets (names), labels, annotations, startup_probe, liveness_probe,
-    readiness_probe, service_account_name, priority_class_name, node_selector (extra), manager, trusted_ca_config_map;
-    GPUDirect (gpudirect.py): rdma, use_host_mofed, gds_image, gdrcopy_image.
+    readiness_probe, service_account_name, priority_class_name, node_selector (extra), manager, trusted_ca_config_map,
+    kernel_module_type (auto, open, proprietary: kernel_modules.py); GPUDirect (gpudirect.py): rdma, use_host_mofed,
+    gds_image, gdrcopy_image.
     dtk_images: {rhcos: {status, image, message}} (resolve_dtk_images()['versions']).
     precompiled_available: set of, or {ref: bool} for, precompiled images that exist; None assumes all exist.
     prepare_versions (mode rhcos): RHCOS builds to plan a DaemonSet for even when no GPU node runs them yet (an
     upgrade's target), listed in `prepared`; one without a resolved DTK image is a PlanError. With mode kernel,
     kernels: a precompiled DaemonSet for each OS the GPU nodes run (prepared_kernels()); one without a precompiled
     image is a PlanError (there is no DTK fallback for a kernel no node runs).
+    A plan whose drivers would load the proprietary kernel modules where they cannot work (GPUs that need the open
+    ones, GPUDirect Storage from nvidia-fs 2.17.5: kernel_modules.kernel_module_refusals) is a PlanError naming the
+    nodes and what to set.
     A node whose nvidia.com/gpu.deploy.driver has a value other than 'true' ('pre-installed': host driver),
     or whose operands are switched off, gets no driver DaemonSet.
 
@@ -332,6 +338,10 @@ def desired_driver_daemonsets(template, spec, gpu_nodes_facts, dtk_images, mode,
             eligible.append(facts)
     planner = {'rhcos': _plan_rhcos, 'kernel': _plan_kernel, 'single': _plan_single}[mode]
     planner(spec, eligible, dtk_images or {}, precompiled_available, plan, prepare_versions)
+    refusals = kernel_module_refusals(spec.get('kernel_module_type'), plan['assignments'], eligible,
+                                      spec.get('gds_image'))
+    if refusals:
+        raise PlanError('; '.join(refusals), obj='driver spec', field='kernel_module_type')
     # Until here each desired DaemonSet is its template's variables.
     names = [variables['name'] for variables in plan['desired']]
     for name in set(names):
