@@ -20,7 +20,8 @@ __metaclass__ = type
 import re
 
 from ..nodes.gfd_labels import COMPUTE_MAJOR, FAMILY, PRODUCT, int_or_none
-from .versions import NAMED_NODES, image_driver_version
+from .names import DRIVER_CONTAINER
+from .versions import NAMED_NODES, image_driver_version, template_driver_image
 
 AUTO, OPEN, PROPRIETARY = 'auto', 'open', 'proprietary'
 KERNEL_MODULE_TYPES = (AUTO, OPEN, PROPRIETARY)
@@ -44,6 +45,18 @@ def resolved_module_type(setting, driver_version):
     if not driver_version:
         return None
     return OPEN if int(driver_version.split('.')[0]) >= FIRST_OPEN_BRANCH else PROPRIETARY
+
+
+def daemonset_kernel_modules(daemonset):
+    """(setting, modules) of a driver DaemonSet's pods: its driver container's KERNEL_MODULE_TYPE (auto when unset,
+    as the driver container takes it) and the modules that resolves to with its image (None when unknown)."""
+    pod_spec = ((daemonset.get('spec') or {}).get('template') or {}).get('spec') or {}
+    setting = AUTO
+    for container in pod_spec.get('containers') or []:
+        if container.get('name') == DRIVER_CONTAINER:
+            setting = dict((entry.get('name'), entry.get('value')) for entry in container.get('env') or []).get(
+                'KERNEL_MODULE_TYPE') or AUTO
+    return setting, resolved_module_type(setting, image_driver_version(template_driver_image(daemonset)))
 
 
 def open_modules_needed(labels):
