@@ -24,7 +24,6 @@ from .names import DRIVER_CONTAINER
 from .versions import NAMED_NODES, image_driver_version, template_driver_image
 
 AUTO, OPEN, PROPRIETARY = 'auto', 'open', 'proprietary'
-KERNEL_MODULE_TYPES = (AUTO, OPEN, PROPRIETARY)
 # The first branch whose driver container resolves auto to the open modules.
 FIRST_OPEN_BRANCH = 560
 # The first nvidia-fs (GPUDirect Storage) version supported only with the open modules.
@@ -73,7 +72,8 @@ def open_modules_needed(labels):
 
 def gds_needs_open_modules(gds_image):
     """Whether GPUDirect Storage's nvidia-fs image is of a version supported only with the open modules: its tag from
-    2.17.5 (with or without a leading v), or a digest, whose version is unknown."""
+    2.17.5 (with or without a leading v); a digest, or a tag that names no version, is taken to be one, as the GPU
+    Operator takes a digest."""
     name = gds_image.split('@', 1)[0]
     last = name.rsplit('/', 1)[-1]
     if '@' in gds_image or ':' not in last:

@@ -74,7 +74,8 @@ def test_gpus_that_run_only_on_the_open_modules_by_gfd_labels(labels, needed):
     (GDS_NEW, True), ('nvcr.io/nvidia/cloud-native/nvidia-fs:2.17.5', True), ('registry:5000/nvidia-fs:v2.29.4', True),
     (GDS_OLD, False), ('registry:5000/nvidia-fs:2.16.1', False),
     # A digest, as the GPU Operator takes it: a version only the open modules support.
-    ('nvcr.io/nvidia/cloud-native/nvidia-fs@sha256:' + 'f' * 64, True)])
+    ('nvcr.io/nvidia/cloud-native/nvidia-fs@sha256:' + 'f' * 64, True),
+    ('registry:5000/nvidia-fs:latest', True), ('registry:5000/nvidia-fs', True)])
 def test_gds_from_2_17_5_needs_the_open_modules(image, needed):
     assert gds_needs_open_modules(image) is needed
 
