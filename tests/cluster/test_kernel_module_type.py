@@ -7,7 +7,8 @@ The smallest fleet that shows it: one B200 node and one A100 node (Ubuntu 24.04,
 
 import json
 
-from gpu_fleet import create_driver_service_account, driver, fleet, selector
+from conftest import wait_for
+from gpu_fleet import create_driver_service_account, driver, fleet, selector, settled
 from localcluster import simulator
 from localcluster.fleet import HARDWARE_ANNOTATION
 from playbook import run
@@ -33,12 +34,13 @@ def label_as_gfd(cluster, name, version):
 
 
 def snapshot(cluster, namespace, spec):
-    """The fleet's node labels and annotations, and the namespace's objects by resourceVersion."""
+    """The fleet's node labels and annotations, the namespace's DaemonSets and ConfigMaps by resourceVersion, its pods
+    by uid."""
     nodes = cluster.core.list_node(label_selector=selector(spec)).items
     return ({n.metadata.name: (n.metadata.labels, n.metadata.annotations) for n in nodes},
             {d.metadata.name: d.metadata.resource_version
              for d in cluster.apps.list_namespaced_daemon_set(namespace).items},
-            {p.metadata.name: p.metadata.resource_version for p in cluster.core.list_namespaced_pod(namespace).items},
+            sorted(p.metadata.uid for p in cluster.core.list_namespaced_pod(namespace).items),
             {c.metadata.name: c.metadata.resource_version
              for c in cluster.core.list_namespaced_config_map(namespace).items})
 
@@ -70,8 +72,10 @@ def test_refusals_name_the_nodes_and_what_to_set_and_change_nothing(cluster, nam
     create_driver_service_account(cluster, namespace)
     label_gpu_nodes(cluster, spec)
     args = {"namespace": namespace, "label_selector": selector(spec), "mode": "single"}
-    opened = run(cluster, MODULE, dict(args, driver=driver(spec, version="595.91.07", kernel_module_type="open")))
+    opened = run(cluster, MODULE, dict(args, driver=driver(spec, version="595.91.07", kernel_module_type="open"),
+                                       wait={"timeout": 120}))
     assert not opened.get("failed") and opened["created"] == [DS], opened.get("msg")
+    wait_for(lambda: settled(cluster, namespace), timeout=60, message="DaemonSet status settled")
     env = driver_env(cluster, namespace)
     assert (env["KERNEL_MODULE_TYPE"], env["OPEN_KERNEL_MODULES_ENABLED"]) == ("open", "true")
     for name in (b200, a100):
