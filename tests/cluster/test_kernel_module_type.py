@@ -1,36 +1,29 @@
 """Open or proprietary kernel modules (driver_daemonsets' driver.kernel_module_type, the driver role's
-driver_kernel_module_type) against the local control plane: the refusals before any write, with the cluster compared
-before and after, the Blackwell failure the simulator plays on a node no check knew about, and status's column.
+driver_kernel_module_type) against the local control plane: the Blackwell failure the simulator plays on a node no
+check knew about yet, and, once GPU feature discovery has labelled it, the deploy's refusals before any write (the
+cluster compared before and after), and status's column.
 
-The smallest fleet that shows it: one B200 node and one A100 node (Ubuntu 24.04, one driver DaemonSet for both).
+The smallest fleet that shows it: one B200 node and one A100 node, served by one driver DaemonSet.
 """
 
-import json
+import os
+
+from kubernetes.client.rest import ApiException
 
 from conftest import wait_for
-from gpu_fleet import create_driver_service_account, driver, fleet, selector, settled
-from localcluster import simulator
-from localcluster.fleet import HARDWARE_ANNOTATION
+from gpu_fleet import RHCOS_416, create_driver_service_account, driver, fleet, selector, settled
 from playbook import run
-from test_modules_driver_daemonsets import label_gpu_nodes, writes
+from test_deploy import fleet_variables, gpu_fleet, playbook, status_of
+from test_modules_driver_daemonsets import label_gpu_nodes
 
 MODULE = "accelerators.gpu.driver_daemonsets"
 DS = "nvidia-driver-daemonset"
-GDS = "example.test/sim/nvidia-fs:2.20.5"
 
 
 def blackwell_fleet():
     return fleet([{"name": "b200", "gpu": {"product": "NVIDIA-B200", "count": 8}, "os": {"ubuntu": "24.04"}},
                   {"name": "a100", "gpu": {"product": "NVIDIA-A100-SXM4-80GB", "count": 8}, "os": {"ubuntu": "24.04"}}],
                  openshift=None)
-
-
-def label_as_gfd(cluster, name, version):
-    """The labels GPU feature discovery writes for the node's simulated GPUs (the simulator's GFD, as when its pod is
-    Ready there): how the refusal knows a node's GPUs."""
-    node = cluster.core.read_node(name).to_dict()
-    hardware = json.loads(node["metadata"]["annotations"][HARDWARE_ANNOTATION])
-    cluster.core.patch_node(name, {"metadata": {"labels": simulator.gfd_node_labels(hardware, version, "none", "1")}})
 
 
 def snapshot(cluster, namespace, spec):
@@ -45,8 +38,8 @@ def snapshot(cluster, namespace, spec):
              for c in cluster.core.list_namespaced_config_map(namespace).items})
 
 
-def driver_env(cluster, namespace):
-    daemonset = cluster.apps.read_namespaced_daemon_set(DS, namespace)
+def driver_env(cluster, namespace, name=DS):
+    daemonset = cluster.apps.read_namespaced_daemon_set(name, namespace)
     return {e.name: e.value for e in daemonset.spec.template.spec.containers[0].env if e.value is not None}
 
 
@@ -66,49 +59,47 @@ def test_proprietary_on_blackwell_fails_on_the_node_as_nvidia_says(cluster, name
     assert driver_env(cluster, namespace)["KERNEL_MODULE_TYPE"] == "proprietary"
 
 
-def test_refusals_name_the_nodes_and_what_to_set_and_change_nothing(cluster, namespace, make_fleet):
-    spec = blackwell_fleet()
-    b200, a100 = make_fleet(spec).node_names
-    create_driver_service_account(cluster, namespace)
-    label_gpu_nodes(cluster, spec)
-    args = {"namespace": namespace, "label_selector": selector(spec), "mode": "single"}
-    opened = run(cluster, MODULE, dict(args, driver=driver(spec, version="595.91.07", kernel_module_type="open"),
-                                       wait={"timeout": 120}))
-    assert not opened.get("failed") and opened["created"] == [DS], opened.get("msg")
-    wait_for(lambda: settled(cluster, namespace), timeout=60, message="DaemonSet status settled")
-    env = driver_env(cluster, namespace)
-    assert (env["KERNEL_MODULE_TYPE"], env["OPEN_KERNEL_MODULES_ENABLED"]) == ("open", "true")
-    for name in (b200, a100):
-        label_as_gfd(cluster, name, "595.91.07")
-    before = snapshot(cluster, namespace, spec)
+def test_the_deploy_refuses_proprietary_modules_where_they_fail_and_changes_nothing(cluster):
+    """The driver role on OpenShift: the stack up with the open modules, GPU feature discovery's labels on the nodes;
+    then proprietary modules for the B200 node, or with GPUDirect Storage 2.20.5, refused before any write."""
+    from localcluster import fleet as fleets
+    spec = gpu_fleet({"name": "b200", "gpu": {"product": "NVIDIA-B200", "count": 8}, "os": {"rhcos": RHCOS_416}},
+                     {"name": "a100", "gpu": {"product": "NVIDIA-A100-SXM4-80GB", "count": 8},
+                      "os": {"rhcos": RHCOS_416}})
+    made = fleets.Fleet(cluster.client, spec, prefix="km-%s-" % os.urandom(2).hex()).apply().wait_ready()
+    b200, a100 = made.node_names
+    namespace = "t-kmod-" + os.urandom(2).hex()
+    variables = dict(fleet_variables(namespace, spec, common_driver_version="595.91.07", driver_kernel_module_type="open",
+                                     container_toolkit_validate=False, device_plugin_validate_workload=False),
+                     common_wait_timeout=120)
+    try:
+        playbook(cluster, "deploy", variables).succeeded()
+        env = driver_env(cluster, namespace, "nvidia-driver-daemonset-" + RHCOS_416)
+        assert (env["KERNEL_MODULE_TYPE"], env["OPEN_KERNEL_MODULES_ENABLED"]) == ("open", "true")
+        assert cluster.core.read_node(b200).metadata.labels["nvidia.com/gpu.family"] == "blackwell"
+        rows = {row["node"]: row for row in status_of(cluster, dict(variables, status_columns="wide"))["nodes"]}
+        assert {name: (row["kernel_module_type"], row["kernel_modules"]) for name, row in rows.items()} == {
+            b200: ("open", "open"), a100: ("open", "open")}
+        wait_for(lambda: settled(cluster, namespace), timeout=60, message="DaemonSet status settled")
+        before = snapshot(cluster, namespace, spec)
 
-    refused = run(cluster, MODULE, dict(args, driver=driver(spec, version="595.91.07",
-                                                              kernel_module_type="proprietary")))
-    assert refused.get("failed"), refused
-    assert ("kernel_module_type proprietary: node(s) %s carry Blackwell GPUs (NVIDIA-B200), which run only on the "
-            "open kernel modules" % b200) in refused["msg"], refused["msg"]
-    assert "set kernel_module_type open (the driver role's driver_kernel_module_type)" in refused["msg"]
-    assert a100 not in refused["msg"] and writes(refused) == {}, refused
+        task, refused = playbook(cluster, "deploy", dict(variables, driver_kernel_module_type="proprietary")).failure()
+        assert task.endswith("Driver DaemonSets, then wait for the driver on every GPU node"), task
+        assert ("kernel_module_type proprietary: node(s) %s carry Blackwell GPUs (NVIDIA-B200), which run only on the "
+                "open kernel modules" % b200) in refused["msg"], refused["msg"]
+        assert "set kernel_module_type open (the driver role's driver_kernel_module_type)" in refused["msg"]
+        assert a100 not in refused["msg"], refused["msg"]
 
-    # auto on a branch below 560 is the proprietary modules too.
-    below = run(cluster, MODULE, dict(args, driver=driver(spec, version="550.90.07", kernel_module_type="auto")))
-    assert below.get("failed") and ("kernel_module_type auto, which driver example.test/nvidia/driver:"
-                                    "550.90.07-ubuntu24.04 resolves to proprietary") in below["msg"], below
-    assert writes(below) == {}
-
-    # GPUDirect Storage from nvidia-fs 2.17.5 with the proprietary modules: every node of the driver is named.
-    gds = run(cluster, MODULE, dict(args, driver=driver(spec, version="595.91.07", kernel_module_type="proprietary",
-                                                        gds_image=GDS)))
-    assert gds.get("failed") and ("GPUDirect Storage %s (from nvidia-fs 2.17.5) is supported only with the open "
-                                  "kernel modules, on node(s) %s" % (GDS, ", ".join(sorted([a100, b200])))) in gds["msg"]
-    assert "switch GPUDirect Storage off (driver_gds)" in gds["msg"] and writes(gds) == {}
-    assert snapshot(cluster, namespace, spec) == before
-
-    # The status shows each node's modules, from its driver DaemonSet.
-    status = run(cluster, "accelerators.gpu.stack_status", {
-        "namespace": namespace, "label_selector": selector(spec), "columns": ["kernel_modules"]})
-    assert {row["node"]: (row["kernel_module_type"], row["kernel_modules"]) for row in status["nodes"]} == {
-        b200: ("open", "open"), a100: ("open", "open")}
-    header, *lines = status["lines"][:3]
-    assert header.split() == ["NODE", "KERNEL", "MODULES"]
-    assert sorted(line.split() for line in lines) == sorted([[a100, "open"], [b200, "open"]])
+        # GPUDirect Storage from nvidia-fs 2.17.5 (the default common_gds_image, 2.20.5): every node of the driver.
+        _task, gds = playbook(cluster, "deploy", dict(variables, driver_kernel_module_type="proprietary",
+                                                      driver_gds=True)).failure()
+        assert ("GPUDirect Storage nvcr.io/nvidia/cloud-native/nvidia-fs:2.20.5 (from nvidia-fs 2.17.5) is supported "
+                "only with the open kernel modules, on node(s) %s" % ", ".join(sorted([a100, b200]))) in gds["msg"]
+        assert snapshot(cluster, namespace, spec) == before
+    finally:
+        try:
+            cluster.core.delete_namespace(namespace)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+        made.delete()
