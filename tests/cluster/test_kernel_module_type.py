@@ -6,10 +6,6 @@ cluster compared before and after), and status's column.
 The smallest fleet that shows it: one B200 node and one A100 node, served by one driver DaemonSet.
 """
 
-import os
-
-from kubernetes.client.rest import ApiException
-
 from conftest import wait_for
 from gpu_fleet import RHCOS_416, create_driver_service_account, driver, fleet, selector, settled
 from playbook import run
@@ -59,47 +55,36 @@ def test_proprietary_on_blackwell_fails_on_the_node_as_nvidia_says(cluster, name
     assert driver_env(cluster, namespace)["KERNEL_MODULE_TYPE"] == "proprietary"
 
 
-def test_the_deploy_refuses_proprietary_modules_where_they_fail_and_changes_nothing(cluster):
+def test_the_deploy_refuses_proprietary_modules_where_they_fail_and_changes_nothing(cluster, namespace, make_fleet):
     """The driver role on OpenShift: the stack up with the open modules, GPU feature discovery's labels on the nodes;
     then proprietary modules for the B200 node, or with GPUDirect Storage 2.20.5, refused before any write."""
-    from localcluster import fleet as fleets
     spec = gpu_fleet({"name": "b200", "gpu": {"product": "NVIDIA-B200", "count": 8}, "os": {"rhcos": RHCOS_416}},
                      {"name": "a100", "gpu": {"product": "NVIDIA-A100-SXM4-80GB", "count": 8},
                       "os": {"rhcos": RHCOS_416}})
-    made = fleets.Fleet(cluster.client, spec, prefix="km-%s-" % os.urandom(2).hex()).apply().wait_ready()
-    b200, a100 = made.node_names
-    namespace = "t-kmod-" + os.urandom(2).hex()
+    b200, a100 = make_fleet(spec).node_names
     variables = dict(fleet_variables(namespace, spec, common_driver_version="595.91.07", driver_kernel_module_type="open",
                                      container_toolkit_validate=False, device_plugin_validate_workload=False),
                      common_wait_timeout=120)
-    try:
-        playbook(cluster, "deploy", variables).succeeded()
-        env = driver_env(cluster, namespace, "nvidia-driver-daemonset-" + RHCOS_416)
-        assert (env["KERNEL_MODULE_TYPE"], env["OPEN_KERNEL_MODULES_ENABLED"]) == ("open", "true")
-        assert cluster.core.read_node(b200).metadata.labels["nvidia.com/gpu.family"] == "blackwell"
-        rows = {row["node"]: row for row in status_of(cluster, dict(variables, status_columns="wide"))["nodes"]}
-        assert {name: (row["kernel_module_type"], row["kernel_modules"]) for name, row in rows.items()} == {
-            b200: ("open", "open"), a100: ("open", "open")}
-        wait_for(lambda: settled(cluster, namespace), timeout=60, message="DaemonSet status settled")
-        before = snapshot(cluster, namespace, spec)
+    playbook(cluster, "deploy", variables).succeeded()
+    env = driver_env(cluster, namespace, "nvidia-driver-daemonset-" + RHCOS_416)
+    assert (env["KERNEL_MODULE_TYPE"], env["OPEN_KERNEL_MODULES_ENABLED"]) == ("open", "true")
+    assert cluster.core.read_node(b200).metadata.labels["nvidia.com/gpu.family"] == "blackwell"
+    rows = {row["node"]: row for row in status_of(cluster, dict(variables, status_columns="wide"))["nodes"]}
+    assert {name: (row["kernel_module_type"], row["kernel_modules"]) for name, row in rows.items()} == {
+        b200: ("open", "open"), a100: ("open", "open")}
+    wait_for(lambda: settled(cluster, namespace), timeout=60, message="DaemonSet status settled")
+    before = snapshot(cluster, namespace, spec)
 
-        task, refused = playbook(cluster, "deploy", dict(variables, driver_kernel_module_type="proprietary")).failure()
-        assert task.endswith("Driver DaemonSets, then wait for the driver on every GPU node"), task
-        assert ("kernel_module_type proprietary: node(s) %s carry Blackwell GPUs (NVIDIA-B200), which run only on the "
-                "open kernel modules" % b200) in refused["msg"], refused["msg"]
-        assert "set kernel_module_type open (the driver role's driver_kernel_module_type)" in refused["msg"]
-        assert a100 not in refused["msg"], refused["msg"]
+    task, refused = playbook(cluster, "deploy", dict(variables, driver_kernel_module_type="proprietary")).failure()
+    assert task.endswith("Driver DaemonSets, then wait for the driver on every GPU node"), task
+    assert ("kernel_module_type proprietary: node(s) %s carry Blackwell GPUs (NVIDIA-B200), which run only on the "
+            "open kernel modules" % b200) in refused["msg"], refused["msg"]
+    assert "set kernel_module_type open (the driver role's driver_kernel_module_type)" in refused["msg"]
+    assert a100 not in refused["msg"], refused["msg"]
 
-        # GPUDirect Storage from nvidia-fs 2.17.5 (the default common_gds_image, 2.20.5): every node of the driver.
-        _task, gds = playbook(cluster, "deploy", dict(variables, driver_kernel_module_type="proprietary",
-                                                      driver_gds=True)).failure()
-        assert ("GPUDirect Storage nvcr.io/nvidia/cloud-native/nvidia-fs:2.20.5 (from nvidia-fs 2.17.5) is supported "
-                "only with the open kernel modules, on node(s) %s" % ", ".join(sorted([a100, b200]))) in gds["msg"]
-        assert snapshot(cluster, namespace, spec) == before
-    finally:
-        try:
-            cluster.core.delete_namespace(namespace)
-        except ApiException as error:
-            if error.status != 404:
-                raise
-        made.delete()
+    # GPUDirect Storage from nvidia-fs 2.17.5 (the default common_gds_image, 2.20.5): every node of the driver.
+    _task, gds = playbook(cluster, "deploy", dict(variables, driver_kernel_module_type="proprietary",
+                                                  driver_gds=True)).failure()
+    assert ("GPUDirect Storage nvcr.io/nvidia/cloud-native/nvidia-fs:2.20.5 (from nvidia-fs 2.17.5) is supported "
+            "only with the open kernel modules, on node(s) %s" % ", ".join(sorted([a100, b200]))) in gds["msg"]
+    assert snapshot(cluster, namespace, spec) == before
