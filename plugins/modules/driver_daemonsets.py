@@ -222,6 +222,20 @@ options:
           - GDRCopy - the side container C(nvidia-gdrcopy-ctr) with this image, tagged as O(driver.gds_image), and
             C(GDRCOPY_ENABLED=true) in the driver (and DTK) containers. Not with precompiled driver images either.
         type: str
+      kernel_module_type:
+        description:
+          - The NVIDIA kernel modules the driver containers build and load, as the GPU Operator's
+            C(kernelModuleType) - C(KERNEL_MODULE_TYPE=<value>) in the driver container, and
+            C(OPEN_KERNEL_MODULES_ENABLED=true) with V(open). Neither when omitted.
+          - V(auto) lets the driver container choose (C(nvidia-installer)'s recommendation for the node's GPUs, else by
+            branch - proprietary below 560, open from 560).
+          - Refused before any write, naming the nodes and what to set, where the drivers would load the proprietary
+            modules (V(proprietary), or V(auto) on a branch below 560) on nodes whose GPUs run only on the open ones
+            (Blackwell, Grace Hopper, by GPU feature discovery's C(nvidia.com/gpu.family), C(gpu.compute.major) and
+            C(gpu.product) labels), or with O(driver.gds_image) of C(nvidia-fs) 2.17.5 or later (or a digest), which
+            is supported only with the open modules.
+        type: str
+        choices: [auto, open, proprietary]
   daemonset_template:
     description:
       - The Jinja2 template of a driver DaemonSet, as text, rendered for each DaemonSet planned with the variables its
@@ -646,6 +660,7 @@ DRIVER_OPTIONS = dict(
     use_host_mofed=dict(type='bool', default=False),
     gds_image=dict(type='str'),
     gdrcopy_image=dict(type='str'),
+    kernel_module_type=dict(type='str', choices=['auto', 'open', 'proprietary']),
 )
 
 

@@ -50,7 +50,7 @@ options:
       - V(wide) for every column, in full.
       - Else the names of the columns to show, in that order, in full, after C(NODE), which is always first. The names
         are V(node), V(gpus), V(product), V(memory), V(mig_capable), V(os), V(driver_daemonset), V(driver),
-        V(driver_upgrade), V(toolkit), V(device_plugin), V(sharing), V(mps_control_daemon), V(dra_driver),
+        V(kernel_modules), V(driver_upgrade), V(toolkit), V(device_plugin), V(sharing), V(mps_control_daemon), V(dra_driver),
         V(dcgm_exporter), V(gpu_feature_discovery), V(mig_manager), V(mig_config), V(allocatable), V(dra_devices),
         V(validation), V(stack) (the order of the wide view). An unknown name fails the module before it reads
         anything, naming it and the valid names.
@@ -130,6 +130,20 @@ nodes:
           (C(nvidia.com/cuda.driver-version.full), else C(nvidia.com/cuda.driver.major), C(minor) and C(rev)), or
           null where GPU feature discovery has not labelled the node. The column C(DRIVER) of RV(lines) shows it
           before RV(nodes[].driver).
+      type: str
+    kernel_module_type:
+      description:
+        - The C(KERNEL_MODULE_TYPE) of the driver container of the node's driver DaemonSet (RV(nodes[].driver_daemonset)),
+          V(auto), V(open) or V(proprietary); V(auto) where it sets none, as the driver container takes it; null
+          without a driver DaemonSet (a pre-installed driver, none yet).
+      type: str
+    kernel_modules:
+      description:
+        - The kernel modules that DaemonSet's pods build, V(open) or V(proprietary) - with V(auto), by its driver
+          image's branch (proprietary below 560, open from 560), as the driver container falls back; null where that
+          is unknown (a digest, a tag without a version) or without a driver DaemonSet. A pod of an older revision,
+          until a rollout replaces it, may still run others. The column C(KERNEL MODULES) of RV(lines) shows it, with
+          C((auto)) after it where RV(nodes[].kernel_module_type) is V(auto).
       type: str
     toolkit:
       description: Readiness of the container toolkit pod, as for RV(nodes[].driver).

@@ -71,7 +71,9 @@ def install_stack(cluster, namespace, spec):
     installed = play(cluster, [
         ("accelerators.gpu.nfd_labels", {"label_selector": selector(spec), "manage_labels": True}),
         ("accelerators.gpu.driver_daemonsets", {"namespace": namespace, "label_selector": selector(spec),
-                                                "driver": driver(spec, manager=gpu_fleet.DRIVER_MANAGER)}),
+                                                # As the common role's common_driver_spec: the same pod template.
+                                                "driver": driver(spec, manager=gpu_fleet.DRIVER_MANAGER,
+                                                                 kernel_module_type="auto")}),
         ("accelerators.gpu.operand_status", {"wait_for": "daemonsets", "namespace": namespace, "timeout": 120,
                                              "label_selectors": [DRIVER_SELECTOR]}),
         # Their validations are left out: the upgrade validates every node it moves, and time counts here.

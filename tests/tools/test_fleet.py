@@ -128,10 +128,13 @@ def test_a_gpu_without_product_is_the_default_model_and_a_machine_is_recorded():
 
 def test_an_unknown_gpu_needs_its_memory_compute_and_mig_capability():
     with pytest.raises(fleet.FleetError, match="give its memory, compute, mig_capable"):
-        one({"name": "g", "os": {"ubuntu": "22.04"}, "gpu": {"product": "NVIDIA-B200"}})
-    gpu = fleet.gpu_hardware({"gpu": {"product": "NVIDIA-GB200", "memory": 189471, "compute": "10.0",
+        one({"name": "g", "os": {"ubuntu": "22.04"}, "gpu": {"product": "NVIDIA-B300"}})
+    gpu = fleet.gpu_hardware({"gpu": {"product": "NVIDIA-B300", "memory": 274877, "compute": "10.3",
                                       "mig_capable": True}})
-    assert gpu["family"] == "undefined" and gpu["count"] == 1
+    assert gpu["family"] == "blackwell" and gpu["count"] == 1
+    # A compute capability GFD does not know is undefined.
+    assert fleet.gpu_hardware({"gpu": {"product": "X", "memory": 1, "compute": "13.0", "mig_capable": False}})[
+        "family"] == "undefined"
 
 
 def test_gfd_init_fails_is_a_known_fault():

@@ -57,6 +57,7 @@ NVML_NAMES = {
     "NVIDIA-A100-SXM4-80GB": "NVIDIA A100-SXM4-80GB", "NVIDIA-A100-SXM4-40GB": "NVIDIA A100-SXM4-40GB",
     "NVIDIA-A30": "NVIDIA A30", "NVIDIA-A10": "NVIDIA A10", "NVIDIA-H100-80GB-HBM3": "NVIDIA H100 80GB HBM3",
     "NVIDIA-H200": "NVIDIA H200", "NVIDIA-L40S": "NVIDIA L40S", "NVIDIA-L4": "NVIDIA L4", "Tesla-T4": "Tesla T4",
+    "NVIDIA-GH200-480GB": "NVIDIA GH200 480GB", "NVIDIA-B200": "NVIDIA B200", "NVIDIA-GB200": "NVIDIA GB200",
 }
 # NVML's architecture of a compute capability (go-nvlib's GetArchitectureAsString).
 ARCHITECTURES = {"7.0": "Volta", "7.5": "Turing", "8.0": "Ampere", "8.6": "Ampere", "8.7": "Ampere",

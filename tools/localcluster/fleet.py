@@ -18,6 +18,7 @@ the annotation `sim.accelerators.gpu/hardware` (read by the simulator only, neve
         role: worker
         gpu: {product: NVIDIA-A100-SXM4-80GB, count: 8}   # a model of GPU_MODELS (memory, compute, MIG from there),
                                                         # or any product with memory, compute ("8.0"), mig_capable
+        arch: arm64                             # the node's architecture: the GPU model's (GH200, GB200), else amd64
         machine: PowerEdge-XE8545                       # the DMI product name GFD labels as nvidia.com/gpu.machine
         host_driver: 570.172.08                 # a driver pre-installed on the host, in that version: the node is
                                                 # labelled nvidia.com/gpu.deploy.driver=pre-installed (no driver pod)
@@ -115,6 +116,14 @@ GPU_MODELS = {
     "NVIDIA-L40S": {"memory": 46068, "compute": "8.9", "mig_capable": False},
     "NVIDIA-L4": {"memory": 23034, "compute": "8.9", "mig_capable": False},
     "Tesla-T4": {"memory": 15360, "compute": "7.5", "mig_capable": False},
+    # Grace Hopper and Blackwell run only on the open kernel modules (open_modules_only: the proprietary ones fail to
+    # initialise them, naming the PCI device); GH200 and GB200 are Grace superchips, arm64 nodes.
+    "NVIDIA-GH200-480GB": {"memory": 97871, "compute": "9.0", "mig_capable": True, "open_modules_only": True,
+                           "pci_device": "2342", "arch": "arm64"},
+    "NVIDIA-B200": {"memory": 183359, "compute": "10.0", "mig_capable": True, "open_modules_only": True,
+                    "pci_device": "2901"},
+    "NVIDIA-GB200": {"memory": 189471, "compute": "10.0", "mig_capable": True, "open_modules_only": True,
+                     "pci_device": "2941", "arch": "arm64"},
 }
 # A fleet's GPU without a product is this one.
 DEFAULT_GPU_MODEL = "NVIDIA-A100-SXM4-80GB"
@@ -123,12 +132,13 @@ DEFAULT_MACHINE = "PowerEdge-R760xa"
 
 def gpu_family(compute):
     """nvidia.com/gpu.family of a compute capability, by GFD's getArchFamily (k8s-device-plugin internal/lm/resource.go):
-    every 8.x is ampere there, Ada Lovelace's 8.9 (L4, L40S) included."""
+    every 8.x is ampere there, Ada Lovelace's 8.9 (L4, L40S) included; Blackwell's 10.x and 12.x blackwell, as the
+    GFD of the GPU Operator v26.7.0 names them."""
     major, minor = (int(part) for part in compute.split("."))
     if major == 7:
         return "volta" if minor < 5 else "turing"
-    return {1: "tesla", 2: "fermi", 3: "kepler", 5: "maxwell", 6: "pascal", 8: "ampere", 9: "hopper"}.get(
-        major, "undefined")
+    return {1: "tesla", 2: "fermi", 3: "kepler", 5: "maxwell", 6: "pascal", 8: "ampere", 9: "hopper",
+            10: "blackwell", 12: "blackwell"}.get(major, "undefined")
 
 
 def gpu_hardware(group):
@@ -293,6 +303,10 @@ def expand_groups(fleet, prefix=""):
         if not kernel:
             raise FleetError("node group %r: no default kernel for its OS: set kernel" % group.get("name"))
         gpu = gpu_hardware(group)
+        # A Grace superchip's node is arm64, its RHEL kernel built for aarch64.
+        arch = group.get("arch") or (gpu or {}).get("arch") or "amd64"
+        if arch == "arm64" and not group.get("kernel"):
+            kernel = kernel.replace("x86_64", "aarch64")
         style = group.get("nfd_style", "vendor")
         if style not in ("vendor", "class-vendor"):
             raise FleetError("node group %r: nfd_style must be vendor or class-vendor" % group.get("name"))
@@ -323,8 +337,8 @@ def expand_groups(fleet, prefix=""):
             hardware.update({key: group[key] for key in ("reboot_seconds", "nfd_lag_seconds") if key in group})
             # The kubelet registers the beta os/arch labels too; without them kube-controller-manager adds them a
             # moment after creation, and a test that snapshots labels would see a change nobody asked for.
-            labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-                      "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64",
+            labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": arch,
+                      "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": arch,
                       "node-role.kubernetes.io/%s" % group.get("role", "worker"): ""}
             if rhcos:
                 labels["node.openshift.io/os_id"] = release["ID"]
@@ -350,7 +364,7 @@ def expand_groups(fleet, prefix=""):
                 "name": name, "labels": labels, "taints": group.get("taints") or [], "annotations": annotations,
                 "status": dict(status, **{
                     "nodeInfo": {"osImage": os_image, "kernelVersion": kernel, "operatingSystem": "linux",
-                                 "architecture": "amd64", "kubeletVersion": "v1.34.4",
+                                 "architecture": arch, "kubeletVersion": "v1.34.4",
                                  "containerRuntimeVersion": ("cri-o://1.29.8" if runtime == "cri-o"
                                                              else "containerd://1.7.22"),
                                  "machineID": hashlib.md5(name.encode()).hexdigest(),

@@ -35,6 +35,10 @@
   without a reachable repository ("Unable to locate package linux-headers-<kernel>") unless its pod mounts a
   repository file naming the fleet's mirror (and, for an https mirror with a CA, that CA); a loaded driver's module
   parameters, from its /drivers/<module>.conf, show in the node annotation sim.accelerators.gpu/module-parameters.
+- Open or proprietary kernel modules: a driver pod whose driver container builds the proprietary modules
+  (KERNEL_MODULE_TYPE=proprietary, or auto, or unset, on a branch below 560) crash-loops on a node whose GPUs run only
+  on the open ones (fleet.GPU_MODELS open_modules_only: Grace Hopper, Blackwell) with NVIDIA's message, "NVRM: ...
+  requires use of the NVIDIA open kernel modules".
 - Kernel modules: once a driver loaded on a node, they stay loaded until the node boots again (its bootID changes).
   A driver pod that is not yet Ready cannot then load its driver while pods still hold the node's GPUs (running pods
   requesting nvidia.com/gpu* or nvidia.com/mig-*, or holding claims allocated GPUs of gpu.nvidia.com): it crash-loops,
@@ -246,6 +250,16 @@ def outcome(pod, node, ready_components, registry, clock, holders=(), loaded=Fal
     return ("ready", "", "", None)
 
 
+def kernel_module_type(driver_container):
+    """The kernel modules a driver container builds, as its script resolves KERNEL_MODULE_TYPE (auto when unset):
+    open or proprietary as set; auto by branch, as nvidia-driver falls back without nvidia-installer's recommendation:
+    proprietary below 560, open from 560."""
+    setting = container_env(driver_container, "KERNEL_MODULE_TYPE") or "auto"
+    if setting != "auto":
+        return setting
+    return "open" if int(driver_version(driver_container["image"]).split(".")[0]) >= 560 else "proprietary"
+
+
 def driver_problem(pod, node, hw, read_config_map):
     """Why this driver pod cannot load a driver on this node, or None."""
     node_name = node["metadata"]["name"]
@@ -259,6 +273,14 @@ def driver_problem(pod, node, hw, read_config_map):
     if failing and any(failing in c["image"] for c in pod["spec"]["containers"]):
         return "driver %s does not load on node %s: NVRM: RmInitAdapter failed (injected fault for %s)" % (
             pod["spec"]["containers"][0]["image"], node_name, failing)
+    gpu = hw.get("gpu") or {}
+    modules = kernel_module_type(pod["spec"]["containers"][0])
+    if gpu.get("open_modules_only") and modules != "open":
+        # What the proprietary nvidia.ko prints on a GPU only the open modules support; the driver container fails.
+        return ("driver %s does not load on node %s (%s kernel modules): NVRM: The NVIDIA GPU 0000:18:00.0 (PCI ID: "
+                "10de:%s) installed in this system requires use of the NVIDIA open kernel modules. NVRM: GPU "
+                "0000:18:00.0: RmInitAdapter failed! (0x22:0x56:884)" % (
+                    pod["spec"]["containers"][0]["image"], node_name, modules, gpu.get("pci_device", "0000")))
     actual = node_rhcos(node)
     kernel = node["status"].get("nodeInfo", {}).get("kernelVersion", "")
     for container in pod["spec"]["containers"]:

@@ -17,6 +17,7 @@ from ..nodes.facts import (
 from .configs import config_volumes
 from .digest import set_config_digest
 from .gpudirect import GPUDirectError, side_images
+from .kernel_modules import kernel_module_refusals
 from .names import (
     COMPONENT_LABEL, DRIVER_DAEMONSET, MANAGED_BY, MANAGED_BY_LABEL, PlanError, build_image, check_label_values,
     driver_daemonset_name, os_tag, precompiled_daemonset_name, precompiled_image, rhcos_os_tag)
@@ -34,7 +35,7 @@ OS_VERSION_LABEL = OS_RELEASE_PREFIX + 'VERSION_ID'
 TEMPLATE_SETTINGS = ('image_pull_policy', 'image_pull_secrets', 'env', 'resources', 'tolerations', 'annotations',
                      'startup_probe', 'liveness_probe', 'readiness_probe', 'service_account_name',
                      'priority_class_name', 'manager', 'trusted_ca_config_map', 'rdma', 'use_host_mofed',
-                     'repo_config', 'cert_config', 'kernel_module_config', 'secret_env')
+                     'kernel_module_type', 'repo_config', 'cert_config', 'kernel_module_config', 'secret_env')
 
 
 def _require(spec, keys, mode):
@@ -304,9 +305,10 @@ def desired_driver_daemonsets(template, spec, gpu_nodes_facts, dtk_images, mode,
     spec: namespace, repository, image (name, default 'driver'), version (DTK/single builds), branch
     (precompiled), image_ref (full driver image, beats repository/image/version), image_pull_policy, env,
     resources, tolerations, image_pull_secrets (names), labels, annotations, startup_probe, liveness_probe,
-    readiness_probe, service_account_name, priority_class_name, node_selector (extra), manager, trusted_ca_config_map;
-    GPUDirect (gpudirect.py): rdma, use_host_mofed, gds_image, gdrcopy_image; the ConfigMaps repo_config,
-    cert_config, kernel_module_config and the Secret secret_env (configs.py).
+    readiness_probe, service_account_name, priority_class_name, node_selector (extra), manager, trusted_ca_config_map,
+    kernel_module_type (auto, open, proprietary: kernel_modules.py); GPUDirect (gpudirect.py): rdma, use_host_mofed,
+    gds_image, gdrcopy_image; the ConfigMaps repo_config, cert_config, kernel_module_config and the Secret
+    secret_env (configs.py).
     dtk_images: {rhcos: {status, image, message}} (resolve_dtk_images()['versions']).
     precompiled_available: set of, or {ref: bool} for, precompiled images that exist; None assumes all exist.
     prepare_versions (mode rhcos): RHCOS builds to plan a DaemonSet for even when no GPU node runs them yet (an
@@ -315,6 +317,9 @@ def desired_driver_daemonsets(template, spec, gpu_nodes_facts, dtk_images, mode,
     image is a PlanError (there is no DTK fallback for a kernel no node runs).
     config_map_keys: {ConfigMap name: [keys]} of the ConfigMaps spec names, as read from the namespace: each key is
     mounted (configs.config_volumes()).
+    A plan whose drivers would load the proprietary kernel modules where they cannot work (GPUs that need the open
+    ones, GPUDirect Storage from nvidia-fs 2.17.5: kernel_modules.kernel_module_refusals) is a PlanError naming the
+    nodes and what to set.
     A node whose nvidia.com/gpu.deploy.driver has a value other than 'true' ('pre-installed': host driver),
     or whose operands are switched off, gets no driver DaemonSet.
 
@@ -350,6 +355,10 @@ def desired_driver_daemonsets(template, spec, gpu_nodes_facts, dtk_images, mode,
             eligible.append(facts)
     planner = {'rhcos': _plan_rhcos, 'kernel': _plan_kernel, 'single': _plan_single}[mode]
     planner(spec, eligible, dtk_images or {}, precompiled_available, plan, prepare_versions)
+    refusals = kernel_module_refusals(spec.get('kernel_module_type'), plan['assignments'], eligible,
+                                      spec.get('gds_image'))
+    if refusals:
+        raise PlanError('; '.join(refusals), obj='driver spec', field='kernel_module_type')
     # Until here each desired DaemonSet is its template's variables.
     names = [variables['name'] for variables in plan['desired']]
     for name in set(names):

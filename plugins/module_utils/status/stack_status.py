@@ -14,6 +14,7 @@ from ..dra import (
     API as RESOURCE_API, DRIVER as DRA_DRIVER, allocation_results, asks_for_gpus, claim_names, exclusive_gpus,
     published_devices)
 from ..driver.changes import is_managed_driver, serves
+from ..driver.kernel_modules import daemonset_kernel_modules
 from ..driver.upgrade_plan import FAILURE_ANNOTATION, STATE_LABEL
 from ..k8s.errors import APIError, TaskError
 from ..k8s.views import NODE_FULL, POD_CELLS, POD_FULL, POD_READINESS
@@ -146,12 +147,15 @@ def node_rows(facts, nodes, pods, jobs, daemonsets=None, resource='nvidia.com/gp
     is not, or '-'.
     product, memory (MiB) and mig_capable come from GPU feature discovery's labels, else from NFD's PCI device
     labels (gpu_info says which: 'gfd', 'pci' or None).
+    kernel_module_type, kernel_modules: the KERNEL_MODULE_TYPE of the node's driver DaemonSet (auto when unset) and the
+    modules that gives (open, proprietary; None when auto and its image's tag names no version), None without one.
     without_driver_daemonset: the node is to get the stack's driver (nvidia.com/gpu.deploy.driver=true) and no driver
     DaemonSet is for the RHCOS build or kernel it runs, as after an upgrade started outside rhcos_upgrade.
     A node labelled nvidia.com/gpu.deploy.dra-driver=true is in DRA mode (stack 'dra'): its GPUs are the devices its
     ResourceSlices publish (dra: dra_devices()), dra_devices and dra_allocated; None on a device-plugin node."""
     published, allocated = dra or ({}, {})
     drivers = [daemonset for daemonset in daemonsets or [] if is_managed_driver(daemonset)]
+    daemonsets_by_name = dict((daemonset['metadata']['name'], daemonset) for daemonset in drivers)
     objects = dict((node['metadata']['name'], node) for node in nodes)
     pods_by_node = {}
     for pod in pods:
@@ -199,6 +203,10 @@ def node_rows(facts, nodes, pods, jobs, daemonsets=None, resource='nvidia.com/gp
         row['driver_daemonset'] = (((driver_pod.get('metadata') or {}).get('labels') or {}).get(DRIVER_APP_LABEL)
                                    if driver_pod
                                    else driver_label if driver_label not in (None, 'true') else '-')
+        # The kernel modules of the node's driver DaemonSet: what its pods build (an outdated pod may still run others).
+        serving = daemonsets_by_name.get(row['driver_daemonset'])
+        row['kernel_module_type'], row['kernel_modules'] = (daemonset_kernel_modules(serving) if serving
+                                                            else (None, None))
         if row['driver'] == '-' and driver_label == 'pre-installed':
             row['driver'] = 'host'
         # nfd_labels returns no label maps by default; the Node objects have them.

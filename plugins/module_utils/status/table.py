@@ -12,8 +12,8 @@ __metaclass__ = type
 # Every column, in the order of the wide view: (name, title). The names are what a selection lists.
 COLUMNS = (('node', 'NODE'), ('gpus', 'GPUS'), ('product', 'PRODUCT'), ('memory', 'MEMORY MiB'),
            ('mig_capable', 'MIG'), ('os', 'RHCOS / KERNEL'), ('driver_daemonset', 'DRIVER DAEMONSET'),
-           ('driver', 'DRIVER'), ('driver_upgrade', 'DRIVER UPGRADE'), ('toolkit', 'TOOLKIT'),
-           ('device_plugin', 'DEVICE PLUGIN'), ('sharing', 'SHARING'), ('mps_control_daemon', 'MPS DAEMON'),
+           ('driver', 'DRIVER'), ('kernel_modules', 'KERNEL MODULES'), ('driver_upgrade', 'DRIVER UPGRADE'),
+           ('toolkit', 'TOOLKIT'), ('device_plugin', 'DEVICE PLUGIN'), ('sharing', 'SHARING'), ('mps_control_daemon', 'MPS DAEMON'),
            ('dra_driver', 'DRA DRIVER'), ('dcgm_exporter', 'DCGM EXPORTER'), ('gpu_feature_discovery', 'GFD'),
            ('mig_manager', 'MIG MANAGER'), ('mig_config', 'MIG CONFIG'), ('allocatable', 'ALLOCATABLE'),
            ('dra_devices', 'DRA DEVICES'), ('validation', 'LAST VALIDATION'), ('stack', 'STACK'))
@@ -81,6 +81,11 @@ def cell(row, column, problems):
     if column == 'driver':
         # The version of the driver loaded, and the state of the driver pod, 'host' or '-' (none).
         return ' '.join(part for part in (row['driver_version'], value if value != '-' else None) if part) or '-'
+    if column == 'kernel_modules':
+        # The modules, and 'auto' where the driver container chooses them.
+        if row['kernel_module_type'] == 'auto':
+            return '%s (auto)' % value if value else 'auto'
+        return '-' if value is None else value
     if column == 'mig_capable':
         return '-' if value is None else 'yes' if value else 'no'
     if column == 'sharing':

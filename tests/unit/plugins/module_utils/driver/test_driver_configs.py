@@ -23,7 +23,9 @@ CONFIGS = dict(repo_config='mirror-repo', cert_config='mirror-ca', kernel_module
 KEYS = {'mirror-repo': ['mirror.sources'], 'mirror-ca': ['site-ca.crt', 'proxy-ca.crt'],
         'module-params': ['nvidia.conf']}
 GPUDIRECT = dict(rdma=True, gds_image='nvcr.io/nvidia/cloud-native/nvidia-fs:2.20.5',
-                 gdrcopy_image='nvcr.io/nvidia/cloud-native/gdrdrv:v2.5')
+                 gdrcopy_image='nvcr.io/nvidia/cloud-native/gdrdrv:v2.5',
+                 # GPUDirect Storage from nvidia-fs 2.17.5 goes only with the open modules.
+                 kernel_module_type='open')
 APT = '/etc/apt/sources.list.d/'
 UBUNTU_CA = '/usr/local/share/ca-certificates/'
 

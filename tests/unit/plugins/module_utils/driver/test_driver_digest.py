@@ -14,7 +14,8 @@ from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.driver
 from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.node_dicts import rhcos_node, ubuntu_node
 
 MANAGER = {'image': 'nvcr.io/nvidia/cloud-native/k8s-driver-manager:v0.8.1', 'env': []}
-BASE = dict(SPEC, manager=MANAGER, gds_image='nvcr.io/nvidia/cloud-native/nvidia-fs:2.20.5')
+BASE = dict(SPEC, manager=MANAGER, gds_image='nvcr.io/nvidia/cloud-native/nvidia-fs:2.20.5',
+            kernel_module_type='open')
 
 
 def rendered(**settings):
@@ -50,7 +51,7 @@ def test_a_daemonset_without_manager_or_dtk_has_it_on_the_driver_container():
 
 @pytest.mark.parametrize('settings', [
     {'version': '570.172.08'},
-    {'env': [{'name': 'KERNEL_MODULE_TYPE', 'value': 'open'}]},
+    {'env': [{'name': 'NVIDIA_DRIVER_PARAMS', 'value': 'NVreg_EnableGpuFirmware=0'}]},
     {'manager': dict(MANAGER, env=[{'name': 'ENABLE_GPU_POD_EVICTION', 'value': 'false'}])},
     {'manager': dict(MANAGER, image='nvcr.io/nvidia/cloud-native/k8s-driver-manager:v0.12.0')},
     {'trusted_ca_config_map': 'proxy-ca'},

@@ -16,7 +16,9 @@ from ansible_collections.accelerators.gpu.tests.unit.plugins.module_utils.node_d
 MANAGER = {'image': 'nvcr.io/nvidia/cloud-native/k8s-driver-manager:v0.8.1', 'env': []}
 GDS = 'nvcr.io/nvidia/cloud-native/nvidia-fs:2.20.5'
 GDRCOPY = 'nvcr.io/nvidia/cloud-native/gdrdrv:v2.5'
-ALL = dict(SPEC, manager=MANAGER, rdma=True, gds_image=GDS, gdrcopy_image=GDRCOPY)
+# nvidia-fs 2.20.5 works only with the open kernel modules, which the driver container's auto gives from branch 560.
+SPEC_OPEN = dict(SPEC, version='570.172.08', branch='570')
+ALL = dict(SPEC_OPEN, manager=MANAGER, rdma=True, gds_image=GDS, gdrcopy_image=GDRCOPY)
 
 
 def names(daemonset):
@@ -99,7 +101,7 @@ def test_host_mofed_sets_use_host_mofed_and_builds_against_the_hosts_sources():
 
 
 def test_a_single_daemonset_builds_gds_and_gdrcopy_without_the_driver_toolkit():
-    spec = dict(SPEC, gds_image=GDS, gdrcopy_image=GDRCOPY + '@sha256:' + 'e' * 64)
+    spec = dict(SPEC_OPEN, gds_image=GDS, gdrcopy_image=GDRCOPY + '@sha256:' + 'e' * 64)
     ds = desired_driver_daemonsets(spec, facts_of(ubuntu_node('u1')), {}, 'single')['desired'][0]
     assert names(ds) == ['nvidia-driver-ctr', 'nvidia-fs-ctr', 'nvidia-gdrcopy-ctr']
     fs = container(ds, 'nvidia-fs-ctr')
@@ -135,7 +137,7 @@ def test_gds_needs_the_os_tag_of_the_driver_image():
 
 
 def test_turning_gpudirect_on_or_off_is_a_change_of_the_pod_template():
-    plain = dtk_daemonset(dict(SPEC, manager=MANAGER))
+    plain = dtk_daemonset(dict(SPEC_OPEN, manager=MANAGER))
     full = dtk_daemonset(ALL)
     facts = facts_of(rhcos_node('w1'))
     for existing, desired in ((plain, full), (full, plain)):

@@ -157,6 +157,30 @@ def test_a_node_on_a_build_without_driver_daemonset_is_named_and_not_ready():
     assert not any(row["without_driver_daemonset"] for row in node_rows(facts, nodes, pods, jobs))
 
 
+def test_each_node_shows_the_kernel_modules_of_its_driver_daemonset():
+    daemonsets = []
+    for build, image, env in (("9.6.20260303-1", "nvcr.io/nvidia/driver:550.90.07-rhel9.6", []),
+                              ("9.6.20260401-0", "nvcr.io/nvidia/driver:595.91.07-rhel9.6",
+                               [{"name": "KERNEL_MODULE_TYPE", "value": "proprietary"}]),
+                              ("9.6.20260501-0", "nvcr.io/nvidia/driver@sha256:" + "d" * 64,
+                               [{"name": "KERNEL_MODULE_TYPE", "value": "auto"}])):
+        daemonsets.append(driver_daemonset(build))
+        daemonsets[-1]["spec"]["template"]["spec"]["containers"] = [
+            {"name": "nvidia-driver-ctr", "image": image, "env": env}]
+    facts = [fact("unset", rhcos="9.6.20260303-1"), fact("pinned", rhcos="9.6.20260401-0"),
+             fact("digest", rhcos="9.6.20260501-0"), fact("host", driver="pre-installed")]
+    pods = [pod("unset", "nvidia-driver", app=daemonsets[0]["metadata"]["name"]),
+            pod("pinned", "nvidia-driver", app=daemonsets[1]["metadata"]["name"]),
+            pod("digest", "nvidia-driver", app=daemonsets[2]["metadata"]["name"])]
+    rows = {row["node"]: row for row in node_rows(facts, [node(f["name"], 8) for f in facts], pods, [], daemonsets)}
+    assert {name: (row["kernel_module_type"], row["kernel_modules"]) for name, row in rows.items()} == {
+        # No KERNEL_MODULE_TYPE is auto, as the driver container takes it: proprietary below branch 560.
+        "unset": ("auto", "proprietary"), "pinned": ("proprietary", "proprietary"), "digest": ("auto", None),
+        "host": (None, None)}
+    assert [cell(rows[name], "kernel_modules", []) for name in ("unset", "pinned", "digest", "host")] == [
+        "proprietary (auto)", "proprietary", "auto", "-"]
+
+
 def test_mig_layout_and_manager_per_node_and_mig_devices_count_as_allocatable():
     mixed = {"metadata": {"name": "a", "labels": {"nvidia.com/mig.config": "all-1g.10gb",
                                                   "nvidia.com/mig.config.state": "success"}},

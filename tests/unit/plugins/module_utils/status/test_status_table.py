@@ -18,7 +18,7 @@ def row(name, **fields):
     found = {"node": name, "gpus": 8, "product": "NVIDIA-A100-SXM4-80GB", "memory": 81920, "mig_capable": True,
              "gpu_info": "gfd", "os": "418.94.202509100653-0",
              "driver_daemonset": "nvidia-driver-daemonset-418.94.202509100653-0", "driver": "ready",
-             "driver_version": "580.95.05", "toolkit": "ready", "device_plugin": "ready", "dra_driver": "-",
+             "driver_version": "580.95.05", "kernel_module_type": "auto", "kernel_modules": "open", "toolkit": "ready", "device_plugin": "ready", "dra_driver": "-",
              "stack": "device-plugin", "dra_devices": None, "dra_allocated": None, "dcgm_exporter": "ready",
              "gpu_feature_discovery": "ready", "mig_manager": "ready", "mps_control_daemon": "-", "sharing": "none",
              "sharing_replicas": 1, "driver_upgrade": "upgrade-done", "driver_upgrade_failure": None,
@@ -32,7 +32,7 @@ def row(name, **fields):
 def test_a_selection_is_the_default_view_wide_or_the_columns_it_names_node_first():
     assert selected_columns(None) is None and selected_columns([]) is None and selected_columns("") is None
     assert selected_columns("wide") == selected_columns(["WIDE"]) == EVERY_COLUMN
-    assert EVERY_COLUMN[0] == "node" and EVERY_COLUMN[-1] == "stack" and len(set(EVERY_COLUMN)) == 22
+    assert EVERY_COLUMN[0] == "node" and EVERY_COLUMN[-1] == "stack" and len(set(EVERY_COLUMN)) == 23
     # A list, or a comma-separated string (-e status_columns=...), in any case; NODE first, once.
     assert selected_columns(["stack", "Validation", "node"]) == ["node", "stack", "validation"]
     assert selected_columns("driver, stack,") == ["node", "driver", "stack"]
@@ -78,6 +78,14 @@ def test_driver_is_its_version_and_state_and_stack_ready_or_the_first_problem():
     assert cell(row("a"), "validation", []) == "cuda:ok driver:ok toolkit:ok (2026-01-01T00:00:00Z)"
     assert cell(row("a", dra_devices=2, dra_allocated=1), "dra_devices", []) == "2 (1 allocated)"
     assert (cell(row("a"), "mig_capable", []), cell(row("a", memory=None), "memory", [])) == ("yes", "-")
+
+
+@pytest.mark.parametrize("setting, modules, shown", [
+    ("auto", "open", "open (auto)"), ("auto", "proprietary", "proprietary (auto)"), ("auto", None, "auto"),
+    ("open", "open", "open"), ("proprietary", "proprietary", "proprietary"), (None, None, "-")])
+def test_kernel_modules_are_the_modules_and_auto_where_the_driver_container_chooses(setting, modules, shown):
+    assert cell(row("a", kernel_module_type=setting, kernel_modules=modules), "kernel_modules", []) == shown
+    assert "kernel_modules" in selected_columns("wide") and "kernel_modules" not in shown_columns(None, [row("a")])
 
 
 def test_shortened_keeps_the_start_and_an_ellipsis_within_the_width():
