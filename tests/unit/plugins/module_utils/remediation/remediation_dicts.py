@@ -7,7 +7,7 @@ import json
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.remediation import state
 
-NOW = 1_800_000_000.0
+NOW = 1800000000.0
 HOUR = 3600.0
 SETTINGS = {'max_parallel': 1, 'max_faulty_percent': 50, 'max_attempts': 3, 'attempt_window': 24 * HOUR, 'now': NOW}
 
@@ -20,7 +20,7 @@ def fault(xid, action, index=0, message=''):
 
 def health(name, *faults, **fields):
     order = ('none', 'reset', 'reboot', 'rma')
-    action = max([f['action'] for f in faults] or ['none'], key=order.index)
+    action = fields.pop('action', None) or max([f['action'] for f in faults] or ['none'], key=order.index)
     record = {'node': name, 'healthy': not faults, 'action': action, 'gpus': {'capacity': 8, 'allocatable': 8},
               'faults': list(faults), 'unschedulable': False, 'labels': {}, 'taints': []}
     record.update(fields)
