@@ -14,6 +14,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import time
 
 from ..driver.upgrade_plan import STATE_LABEL as DRIVER_STATE_LABEL, UPGRADE_DONE
 from ..mig.config import STATE_LABEL as MIG_STATE_LABEL
@@ -109,6 +110,14 @@ def other_owner(node):
     return ''
 
 
+def _when(seconds):
+    """A time of a record (seconds since the epoch) in UTC, as people read it."""
+    try:
+        return time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(float(seconds)))
+    except (TypeError, ValueError):
+        return 'an unknown time'
+
+
 def _where(cluster, name):
     return 'cluster %s, node %s' % (cluster, name)
 
@@ -145,7 +154,7 @@ def _entry(cluster, name, health, node, settings, opt_out):
             STATE_LABEL, state, _faults_words(faults)))
     if state == RMA:
         return report('quarantined for RMA since %s: %s; left alone until an admin removes the label %s' % (
-            record.get('updated', '?'), record.get('reason', 'no reason recorded'), STATE_LABEL))
+            _when(record.get('updated')), record.get('reason', 'no reason recorded'), STATE_LABEL))
     if state == FAILED:
         attempt = (record.get('attempts') or [{}])[-1]
         return report('remediation failed (%s): %s; left quarantined until an admin removes the label %s' % (
@@ -203,7 +212,7 @@ def _entry(cluster, name, health, node, settings, opt_out):
         elif action == 'reset' and counted and counted[-1].get('action') == 'reset':
             updated['action'] = 'reboot'
             entry['reason'] = '%s: faulty again after the reset of %s: rebooted this time' % (
-                where, counted[-1].get('started'))
+                where, _when(counted[-1].get('started')))
         entry.update(target_state=QUARANTINE_REQUIRED, record=updated)
     for key in ('gpu_uuids', 'pci_bus_ids', 'xids'):
         entry[key] = updated.get(key) or []

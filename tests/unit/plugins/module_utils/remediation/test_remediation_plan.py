@@ -101,7 +101,8 @@ def test_a_node_held_for_rma_is_left_alone_and_not_counted_faulty():
     plan = run([health('gpu-1', fault(95, 'reset', 7))], [gpu_node('gpu-1', state.RMA, record)])
     node = entry(plan, 'gpu-1')
     assert plan['wave'] == [] and plan['faulty'] == [] and node['step'] is None and node['record'] is None
-    assert 'quarantined for RMA' in node['text'] and 'XID 95' in node['text'] and state.STATE_LABEL in node['text']
+    assert 'quarantined for RMA since 2027-01-15T07:00:00Z' in node['text']
+    assert 'XID 95' in node['text'] and state.STATE_LABEL in node['text']
 
 
 def test_a_failed_remediation_is_reported_with_its_message_and_left_alone():
@@ -257,7 +258,7 @@ def test_a_reset_that_did_not_hold_is_followed_by_a_reboot():
     record = {'attempts': [_attempt('reset', 2)]}
     node = entry(run([health('gpu-1', fault(48, 'reset'))], [gpu_node('gpu-1', state.DONE, record)]), 'gpu-1')
     assert node['record']['action'] == 'reboot' and node['next_state'] == state.DRAIN_REQUIRED
-    assert 'faulty again after the reset' in node['reason']
+    assert 'faulty again after the reset of 2027-01-15T06:00:00Z' in node['reason']
 
 
 @pytest.mark.parametrize('results, after', [
