@@ -13,12 +13,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
 import time
 
 from ..driver.upgrade_plan import STATE_LABEL as DRIVER_STATE_LABEL, UPGRADE_DONE
 from ..mig.config import STATE_LABEL as MIG_STATE_LABEL
 from ..nodes.facts import DEPLOY_LABEL_PREFIX, DEVICE_PLUGIN, DRA_DRIVER
+from ..operands.checks.objects import json_annotation
 from ..upgrade.rhcos import CURRENT_CONFIG, DESIRED_CONFIG, MCD_STATE, RECORD_ANNOTATION as RHCOS_RECORD_ANNOTATION
 from .state import (
     DONE, FAILED, IN_PROGRESS, QUARANTINE_REQUIRED, REBOOT_REQUIRED, REFUSED, RESET_REQUIRED, RMA, STATE_LABEL,
@@ -82,14 +82,6 @@ def nvsentinel_managed(labels):
     return any(key.startswith(NVSENTINEL_LABEL_PREFIX) for key in labels)
 
 
-def _rhcos_record(annotations):
-    try:
-        record = json.loads(annotations.get(RHCOS_RECORD_ANNOTATION) or '{}')
-    except ValueError:
-        return {}
-    return record if isinstance(record, dict) else {}
-
-
 def other_owner(node):
     """The change of another owner the node (a Node dict) is in, in words, or '': a driver rollout (its state label
     set and not upgrade-done), an RHCOS or kernel rollout of the rhcos_upgrade role (its record not validated yet), the
@@ -99,7 +91,7 @@ def other_owner(node):
     driver = labels.get(DRIVER_STATE_LABEL)
     if driver and driver != UPGRADE_DONE:
         return 'in a driver rollout (%s=%s)' % (DRIVER_STATE_LABEL, driver)
-    record = _rhcos_record(annotations)
+    record = json_annotation(annotations, RHCOS_RECORD_ANNOTATION)
     if record.get('to') and record.get('result') != 'validated':
         return 'in an RHCOS or kernel rollout to %s (%s not validated yet)' % (record['to'], RHCOS_RECORD_ANNOTATION)
     current, desired, mcd = (annotations.get(key) for key in (CURRENT_CONFIG, DESIRED_CONFIG, MCD_STATE))

@@ -22,6 +22,8 @@ __metaclass__ = type
 
 import json
 
+from ..operands.checks.objects import json_annotation
+
 STATE_LABEL = 'accelerators.gpu/gpu-remediation-state'
 RECORD_ANNOTATION = 'accelerators.gpu/gpu-remediation'
 TAINT_KEY = 'accelerators.gpu/gpu-remediation'
@@ -86,11 +88,7 @@ def node_state(node):
 
 def read_record(node):
     """The remediation record of a node (a Node dict): {} when it has none or it is not a JSON object."""
-    try:
-        record = json.loads((_metadata(node).get('annotations') or {}).get(RECORD_ANNOTATION) or '{}')
-    except ValueError:
-        return {}
-    return record if isinstance(record, dict) else {}
+    return json_annotation(_metadata(node).get('annotations') or {}, RECORD_ANNOTATION)
 
 
 def fault_words(fault):
