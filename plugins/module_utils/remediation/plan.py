@@ -21,7 +21,7 @@ from ..nodes.facts import DEPLOY_LABEL_PREFIX, DEVICE_PLUGIN, DRA_DRIVER
 from ..operands.checks.objects import json_annotation
 from ..upgrade.rhcos import CURRENT_CONFIG, DESIRED_CONFIG, MCD_STATE, RECORD_ANNOTATION as RHCOS_RECORD_ANNOTATION
 from .state import (
-    DONE, FAILED, IN_PROGRESS, QUARANTINE_REQUIRED, REBOOT_REQUIRED, REFUSED, RESET_REQUIRED, RMA, STATE_LABEL,
+    FAILED, IN_PROGRESS, QUARANTINE_REQUIRED, REBOOT_REQUIRED, REFUSED, RESET_REQUIRED, RMA, STATE_LABEL,
     STATES, STEPS, TAINT_KEY, VALIDATION_REQUIRED, attempts_within, fault_words, merged_record, new_record,
     next_state, node_state, open_attempt, read_record,
 )
@@ -300,7 +300,7 @@ def remediation_plan(cluster, records, nodes, settings):
             'no node is remediated. Likely a cluster-wide cause: %s. Faults: %s' % (
                 cluster, len(faulty), total, len(faulty) * 100 // total, percent, likely_cause(faulty),
                 ' | '.join('node %s: %s' % (entry['node'], _faults_words(entry['faults'])) for entry in faulty)))
-        plan['waiting'] = [name for name in in_progress + starting]
+        plan['waiting'] = in_progress + starting
         plan['wave'] = []
     for entry in entries:
         entry['text'] = entry_text(cluster, entry, entry['node'] in plan['wave'])

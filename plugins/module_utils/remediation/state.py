@@ -93,8 +93,8 @@ def read_record(node):
 
 def fault_words(fault):
     """One fault (a health record's) in words: GPU UUID, PCI bus ID, index and XID."""
-    where = 'GPU %s (PCI %s, index %s)' % (fault.get('gpu_uuid') or 'unknown', fault.get('pci_bus_id') or 'unknown',
-                                             fault.get('gpu_index', '?'))
+    where = 'GPU %s (PCI %s, index %s)' % (
+        fault.get('gpu_uuid') or 'unknown', fault.get('pci_bus_id') or 'unknown', fault.get('gpu_index', '?'))
     what = 'XID %s' % fault['xid'] if fault.get('xid') is not None else 'no XID'
     return '%s: %s, %s%s' % (where, what, fault.get('action') or 'rma',
                              ' (%s)' % fault['message'] if fault.get('message') else '')

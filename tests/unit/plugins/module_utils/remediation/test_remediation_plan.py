@@ -75,8 +75,8 @@ def test_a_reboot_a_stopped_run_left_open_is_resumed_not_started_again():
 
 def test_a_contact_support_fault_is_quarantined_then_held_for_rma():
     node = entry(run([health('gpu-1', fault(None, 'rma', 0, 'NVLink fabric degraded'))]), 'gpu-1')
-    assert (node['target_state'], node['step'], node['next_state']) == (state.QUARANTINE_REQUIRED, 'quarantine',
-                                                                      state.RMA)
+    assert (node['target_state'], node['step'], node['next_state']) == (
+        state.QUARANTINE_REQUIRED, 'quarantine', state.RMA)
 
 
 def test_an_action_the_table_does_not_know_is_contact_support():
@@ -220,15 +220,15 @@ def test_a_worse_fault_during_a_reset_escalates_to_a_reboot_and_is_recorded():
               'reason': 'XID 48'}
     node = entry(run([health('gpu-1', fault(79, 'reboot', 3))], [gpu_node('gpu-1', state.RESET_REQUIRED, record)]),
                  'gpu-1')
-    assert (node['target_state'], node['step'], node['next_state']) == (state.REBOOT_REQUIRED, 'reboot',
-                                                                      state.VALIDATION_REQUIRED)
+    assert (node['target_state'], node['step'], node['next_state']) == (
+        state.REBOOT_REQUIRED, 'reboot', state.VALIDATION_REQUIRED)
     assert node['record']['action'] == 'reboot' and node['record']['xids'] == [48, 79]
     assert 'worse fault' in node['reason']
 
 
 def test_a_contact_support_fault_during_a_drain_holds_the_node_for_rma():
-    node = entry(run([health('gpu-1', fault(None, 'rma'))], [gpu_node('gpu-1', state.DRAIN_REQUIRED,
-                                                                       {'action': 'reset'})]), 'gpu-1')
+    drained = gpu_node('gpu-1', state.DRAIN_REQUIRED, {'action': 'reset'})
+    node = entry(run([health('gpu-1', fault(None, 'rma'))], [drained]), 'gpu-1')
     assert (node['target_state'], node['step'], node['next_state']) == (state.RMA, None, None)
     assert 'no state' not in node['text'] and 'drain-required -> rma' in node['text']
 
