@@ -21,7 +21,7 @@ from ..nodes.facts import DEPLOY_LABEL_PREFIX, DEVICE_PLUGIN, DRA_DRIVER
 from ..operands.checks.objects import json_annotation
 from ..upgrade.rhcos import CURRENT_CONFIG, DESIRED_CONFIG, MCD_STATE, RECORD_ANNOTATION as RHCOS_RECORD_ANNOTATION
 from .state import (
-    FAILED, IN_PROGRESS, QUARANTINE_REQUIRED, REBOOT_REQUIRED, REFUSED, RESET_REQUIRED, RMA, STATE_LABEL,
+    FAILED, HELD, IN_PROGRESS, QUARANTINE_REQUIRED, REBOOT_REQUIRED, REFUSED, RESET_REQUIRED, RMA, STATE_LABEL,
     STATES, STEPS, TAINT_KEY, VALIDATION_REQUIRED, attempts_within, fault_words, merged_record, new_record,
     next_state, node_state, open_attempt, read_record,
 )
@@ -251,8 +251,8 @@ def remediation_plan(cluster, records, nodes, settings):
     (M: nodes under remediation at once, 0 no limit), max_faulty_percent (P), max_attempts (N), attempt_window
     (seconds), opt_out_label ('key=value', OPT_OUT_LABEL when absent) and now (seconds since the epoch).
 
-    Returns {cluster, total (GPU nodes), faulty (nodes with a GPU fault calling for an action, but those held for
-    RMA), breaker ('' or why nothing is done), wave (the nodes acted on now: those in progress first, then new
+    Returns {cluster, total (GPU nodes), faulty (nodes with a GPU fault calling for an action, but those held: rma
+    or failed), breaker ('' or why nothing is done), wave (the nodes acted on now: those in progress first, then new
     ones in name order, at most M in all), waiting (faulty nodes left for a later run by M), reported (nodes left
     alone, each with its reason), nodes: one entry per node with a fault, a remediation state or the quarantine
     taint: node, state (its label now), disposition (in_progress, start, reported or healthy), reason, target_state
@@ -277,7 +277,7 @@ def remediation_plan(cluster, records, nodes, settings):
         if entry['disposition'] != 'healthy':
             entries.append(entry)
     total = len(health)
-    faulty = [entry for entry in entries if entry['health_action'] != 'none' and entry['state'] != RMA]
+    faulty = [entry for entry in entries if entry['health_action'] != 'none' and entry['state'] not in HELD]
     acting = [entry for entry in entries if entry['disposition'] in ('in_progress', 'start')]
     in_progress = [entry['node'] for entry in acting if entry['disposition'] == 'in_progress']
     starting = [entry['node'] for entry in acting if entry['disposition'] == 'start']

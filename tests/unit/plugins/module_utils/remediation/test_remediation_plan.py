@@ -197,6 +197,13 @@ def test_more_than_max_faulty_percent_of_the_nodes_trips_the_breaker_naming_the_
     assert remediation.plan_lines(plan)[0] == plan['breaker']
 
 
+def test_nodes_held_for_rma_or_failed_do_not_trip_the_breaker():
+    records = [health('gpu-%d' % index, fault(48, 'reset', index)) for index in range(3)] + healthy(1, 3)
+    nodes = [gpu_node('gpu-0', state.RMA, {'action': 'rma'}), gpu_node('gpu-1', state.FAILED, {'action': 'reset'})]
+    plan = run(records, nodes, max_faulty_percent=25)
+    assert not plan['breaker'] and plan['faulty'] == ['gpu-2'] and plan['wave'] == ['gpu-2']
+
+
 def test_the_breaker_allows_max_faulty_percent_itself_and_a_single_faulty_node():
     records = healthy(2) + [health('gpu-8', fault(48, 'reset')), health('gpu-9', fault(48, 'reset', 1))]
     assert not run(records, max_faulty_percent=50)['breaker']
