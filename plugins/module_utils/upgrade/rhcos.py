@@ -18,6 +18,7 @@ import json
 
 from ..driver.names import PlanError, driver_daemonset_name, os_tag, precompiled_daemonset_name
 from ..nodes.facts import KERNEL_LABEL, node_facts, sanitize_label_value
+from ..operands.checks.objects import json_annotation
 
 RECORD_ANNOTATION = 'accelerators.gpu/rhcos-upgrade'
 OSTREE_LABEL = 'feature.node.kubernetes.io/system-os_release.OSTREE_VERSION'
@@ -31,14 +32,6 @@ MCD_REASON = 'machineconfiguration.openshift.io/reason'
 # waiting (the machine-config operator may pick it), blocked (cordoned or NotReady: the operator never picks it),
 # mismatch (at the pool's config, but running another build than the target).
 PHASES = ('done', 'moving', 'waiting', 'blocked', 'mismatch')
-
-
-def _record(annotations):
-    try:
-        record = json.loads(annotations.get(RECORD_ANNOTATION) or '{}')
-    except ValueError:
-        return {}
-    return record if isinstance(record, dict) else {}
 
 
 def _ready_condition(node):
@@ -58,7 +51,7 @@ def _daemonset_name(name_of, *args):
 def _common_entry(node, facts, target):
     annotations = (node.get('metadata') or {}).get('annotations') or {}
     ready = _ready_condition(node)
-    record = _record(annotations)
+    record = json_annotation(annotations, RECORD_ANNOTATION)
     entry = {
         'name': facts['name'],
         'gpu': facts['gpu_present'],

@@ -7,6 +7,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
+
 
 def selector_string(selector):
     """A label selector (matchLabels, matchExpressions) as the string the list API takes."""
@@ -23,6 +25,15 @@ def selector_string(selector):
         elif operator == 'DoesNotExist':
             terms.append('!' + key)
     return ','.join(terms)
+
+
+def json_annotation(annotations, key):
+    """The JSON object an annotation holds (annotations: an object's), {} when it is absent or not a JSON object."""
+    try:
+        value = json.loads(annotations.get(key) or '{}')
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def metadata_of(obj):
