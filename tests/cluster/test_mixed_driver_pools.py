@@ -119,7 +119,18 @@ def test_a_no_op_rerun_changes_nothing(cluster, pools):
 def test_a_version_change_of_one_pool_rolls_only_its_nodes_and_leaves_the_others_identical(cluster, pools):
     spec, members, namespace, variables = pools
     before_pods, before_sets = driver_pods(cluster, namespace), daemonsets(cluster, namespace)
-    run = playbook(cluster, "deploy", dict(variables, driver_configurations=configurations(A100_NEW))).succeeded()
+    changed_variables = dict(variables, driver_configurations=configurations(A100_NEW))
+    # Check mode: the plan of each configuration's rollout, within its budget, and nothing written.
+    before = snapshot(cluster, namespace, spec)
+    checked = playbook(cluster, "deploy", changed_variables, check=True).succeeded()
+    plan = [result["msg"] for name, result in checked.results if name.endswith("Show the rollout plan")][0]
+    print(plan)
+    a100 = members["a100"]
+    assert ("2 of 5 GPU node(s) outdated, at most 3 without a working driver at once (a100: 1 of 2, b200: 1 of 1, "
+            "default: 1 of 2)") in plan, plan
+    assert "Wave 1: %s. Wave 2: %s." % (a100[0], a100[1]) in plan, plan
+    assert snapshot(cluster, namespace, spec) == before
+    run = playbook(cluster, "deploy", changed_variables).succeeded()
     after_pods, after_sets = driver_pods(cluster, namespace), daemonsets(cluster, namespace)
     changed = sorted(n for n in after_pods if after_pods[n][2] != before_pods[n][2])
     assert changed == members["a100"], changed
@@ -134,7 +145,8 @@ def test_a_version_change_of_one_pool_rolls_only_its_nodes_and_leaves_the_others
 
 def test_a_relabelled_node_moves_to_its_new_pool_through_the_rollout_with_its_workload_evicted(cluster, pools):
     spec, members, namespace, variables = pools
-    moving = members["l40s"][0]
+    # An A100 node leaves its pool for the default configuration (570 to 580: no downgrade).
+    moving = members["a100"][1]
     workloads = "t-cfgwl-" + os.urandom(2).hex()
     cluster.core.create_namespace({"metadata": {"name": workloads}})
     labels = {"app": "serve"}
@@ -146,9 +158,9 @@ def test_a_relabelled_node_moves_to_its_new_pool_through_the_rollout_with_its_wo
                             "resources": {"limits": {GPU: "1"}}}]}}}})
     kubernetes.client.PolicyV1Api(cluster.client).create_namespaced_pod_disruption_budget(workloads, {
         "metadata": {"name": "serve"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": labels}}})
-    # The workload runs on the node that moves (the other L40S node cordoned meanwhile); its evicted pods find room
+    # The workload runs on the node that moves (the other A100 node cordoned meanwhile); its evicted pods find room
     # on the other one.
-    spare = members["l40s"][1]
+    spare = members["a100"][0]
     cluster.core.patch_node(spare, {"spec": {"unschedulable": True}})
     for node in (moving, spare):
         cluster.core.patch_node(node, {"metadata": {"labels": {"example.com/serve": "yes"}}})
@@ -156,13 +168,13 @@ def test_a_relabelled_node_moves_to_its_new_pool_through_the_rollout_with_its_wo
     assert {p.spec.node_name for p in cluster.core.list_namespaced_pod(workloads).items} == {moving}
     cluster.core.patch_node(spare, {"spec": {"unschedulable": None}})
     before_sets = daemonsets(cluster, namespace)
-    # The admin moves the node into the A100 pool.
-    cluster.core.patch_node(moving, {"metadata": {"labels": {POOL: "a100"}}})
+    # The admin takes the node out of the A100 pool.
+    cluster.core.patch_node(moving, {"metadata": {"labels": {POOL: None}}})
     try:
         run = playbook(cluster, "deploy", variables).succeeded()
-        assert owners(cluster, [moving]) == {moving: "a100"}
+        assert owners(cluster, [moving]) == {moving: "default"}
         pods = driver_pods(cluster, namespace)
-        assert pods[moving][0] == "nvidia-gpu-driver-a100-" + RHCOS_416 and A100_NEW in pods[moving][1], pods
+        assert pods[moving][0] == "nvidia-driver-daemonset-" + RHCOS_416 and DEFAULT_VERSION in pods[moving][1], pods
         assert "accelerators.gpu/driver-owner-next" not in cluster.core.read_node(moving).metadata.labels
         assert not cluster.core.read_node(moving).spec.unschedulable
         assert any("Driver upgraded on %s" % moving in line for line in run.process.stdout.splitlines())
