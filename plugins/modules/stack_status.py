@@ -49,7 +49,8 @@ options:
         layout not applied with success yet).
       - V(wide) for every column, in full.
       - Else the names of the columns to show, in that order, in full, after C(NODE), which is always first. The names
-        are V(node), V(gpus), V(product), V(memory), V(mig_capable), V(os), V(driver_daemonset), V(driver),
+        are V(node), V(gpus), V(product), V(memory), V(mig_capable), V(os), V(driver_daemonset),
+        V(driver_configuration), V(driver),
         V(kernel_modules), V(driver_upgrade), V(toolkit), V(device_plugin), V(sharing), V(mps_control_daemon), V(dra_driver),
         V(dcgm_exporter), V(gpu_feature_discovery), V(mig_manager), V(mig_config), V(allocatable), V(dra_devices),
         V(validation), V(stack) (the order of the wide view). An unknown name fails the module before it reads
@@ -130,6 +131,12 @@ nodes:
           (C(nvidia.com/cuda.driver-version.full), else C(nvidia.com/cuda.driver.major), C(minor) and C(rev)), or
           null where GPU feature discovery has not labelled the node. The column C(DRIVER) of RV(lines) shows it
           before RV(nodes[].driver).
+      type: str
+    driver_configuration:
+      description:
+        - The driver configuration that owns the node (its C(nvidia.com/gpu-operator.driver.owner) label), and
+          C(<owner> -> <next>) while it waits for the rollout to move it to another; null when no run labelled it.
+          The column C(DRIVER CONFIG) of RV(lines) shows it.
       type: str
     kernel_module_type:
       description:

@@ -19,6 +19,7 @@ from ..operands.checks.allocatable import allocatable_count
 from ..operands.checks.daemonsets import REVISION_HASH_LABEL, newest_revision_hash
 from ..operands.checks.objects import owned_by, pod_node
 from ..operands.checks.pods import pod_is_ready
+from .configurations import IMPLICIT_DEFAULT, NEXT_OWNER_LABEL, OWNER_LABEL
 
 STATE_LABEL = DRIVER_UPGRADE_STATE_LABEL
 SKIP_LABEL = 'nvidia.com/gpu-driver-upgrade.skip'
@@ -118,6 +119,10 @@ def node_driver_states(nodes, daemonsets, revisions, pods, dra_devices=None):
             'gpus': (dra_devices or {}).get(meta.get('name'), 0) if runs_dra_driver(node) else _gpus(node),
             'pod': None, 'pod_uid': None, 'daemonset': None, 'driver_ready': False, 'outdated': False,
             'revision_known': True,
+            # The driver configuration whose budget the node's rollout counts in, and the one it moves to.
+            'configuration': labels.get(NEXT_OWNER_LABEL) or labels.get(OWNER_LABEL) or IMPLICIT_DEFAULT,
+            'move_to': labels.get(NEXT_OWNER_LABEL) if labels.get(NEXT_OWNER_LABEL) not in (
+                None, labels.get(OWNER_LABEL)) else None,
         }
         for pod in sorted(pods_by_node.get(entry['name'], []), key=lambda p: p['metadata']['name']):
             owner = [ref.get('uid') for ref in pod['metadata'].get('ownerReferences') or [] if ref.get('uid') in newest]
@@ -128,6 +133,8 @@ def node_driver_states(nodes, daemonsets, revisions, pods, dra_devices=None):
                          driver_ready=pod_is_ready(pod), revision_known=revision is not None,
                          outdated=revision is not None
                          and (pod['metadata'].get('labels') or {}).get(REVISION_HASH_LABEL) != revision)
+        # A node that moves to another configuration needs the rollout as a driver change does.
+        entry['outdated'] = entry['outdated'] or entry['move_to'] is not None
         entry['available'] = entry['driver_ready'] and entry['gpus'] > 0
         states.append(entry)
     return sorted(states, key=lambda entry: entry['name'])
@@ -201,6 +208,37 @@ def waves(states, max_parallel, max_unavailable):
         result.append(rest[:size])
         rest = rest[size:]
     return result
+
+
+def configuration_plan(states, budgets, max_parallel, max_unavailable):
+    """rollout_plan() and waves() per driver configuration, each within its own budget (budgets: {configuration:
+    {max_parallel, max_unavailable}}, the module's for a configuration not named there), merged: the lists and the
+    waves joined, total and budget summed, stuck naming each configuration that cannot move. 'budgets' gives each
+    configuration's {total, budget}."""
+    groups = {}
+    for entry in states:
+        groups.setdefault(entry['configuration'], []).append(entry)
+    merged = {'total': 0, 'budget': 0, 'wave': [], 'waves': [], 'budgets': {}, 'stuck': ''}
+    stuck = []
+    for name, members in sorted(groups.items()):
+        policy = dict((key, value) for key, value in ((budgets or {}).get(name) or {}).items() if value is not None)
+        parallel = policy.get('max_parallel', max_parallel)
+        unavailable = policy.get('max_unavailable', max_unavailable)
+        plan = rollout_plan(members, parallel, unavailable)
+        for key, value in plan.items():
+            if isinstance(value, list):
+                merged[key] = sorted(merged.get(key, []) + value)
+        merged['total'] += plan['total']
+        merged['budget'] += plan['budget']
+        merged['budgets'][name] = {'total': plan['total'], 'budget': plan['budget']}
+        for index, wave in enumerate(waves(members, parallel, unavailable)):
+            if index == len(merged['waves']):
+                merged['waves'].append([])
+            merged['waves'][index] = sorted(merged['waves'][index] + wave)
+        if plan['stuck']:
+            stuck.append('driver configuration %s: %s' % (name, plan['stuck']) if len(groups) > 1 else plan['stuck'])
+    merged['stuck'] = '; '.join(stuck)
+    return merged
 
 
 def state_patch(name, state, annotations=None):

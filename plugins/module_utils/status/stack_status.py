@@ -14,6 +14,7 @@ from ..dra import (
     API as RESOURCE_API, DRIVER as DRA_DRIVER, allocation_results, asks_for_gpus, claim_names, exclusive_gpus,
     published_devices)
 from ..driver.changes import is_managed_driver, serves
+from ..driver.configurations import NEXT_OWNER_LABEL, OWNER_LABEL
 from ..driver.kernel_modules import daemonset_kernel_modules
 from ..driver.upgrade_plan import FAILURE_ANNOTATION, STATE_LABEL
 from ..k8s.errors import APIError, TaskError
@@ -147,6 +148,8 @@ def node_rows(facts, nodes, pods, jobs, daemonsets=None, resource='nvidia.com/gp
     is not, or '-'.
     product, memory (MiB) and mig_capable come from GPU feature discovery's labels, else from NFD's PCI device
     labels (gpu_info says which: 'gfd', 'pci' or None).
+    driver_configuration: the driver configuration owning the node (its nvidia.com/gpu-operator.driver.owner label),
+    '<owner> -> <next>' while it waits to move, None when unlabelled.
     kernel_module_type, kernel_modules: the KERNEL_MODULE_TYPE of the node's driver DaemonSet (auto when unset) and the
     modules that gives (open, proprietary; None when auto and its image's tag names no version), None without one.
     without_driver_daemonset: the node is to get the stack's driver (nvidia.com/gpu.deploy.driver=true) and no driver
@@ -187,6 +190,10 @@ def node_rows(facts, nodes, pods, jobs, daemonsets=None, resource='nvidia.com/gp
             'driver_upgrade_failure': (metadata.get('annotations') or {}).get(FAILURE_ANNOTATION),
         }
         labels = metadata.get('labels') or {}
+        # The driver configuration that owns the node, and the one it moves to while a rollout has not moved it yet.
+        row['driver_configuration'] = ' -> '.join(owner for owner in (
+            labels.get(OWNER_LABEL), labels.get(NEXT_OWNER_LABEL) if labels.get(NEXT_OWNER_LABEL) != labels.get(
+                OWNER_LABEL) else None) if owner) or None
         row.update(mig_config=labels.get(MIG_CONFIG_LABEL), mig_config_state=labels.get(MIG_STATE_LABEL))
         row.update(sharing_info(labels))
         in_dra = in_dra_stack(fact)

@@ -12,6 +12,7 @@ __metaclass__ = type
 # Every column, in the order of the wide view: (name, title). The names are what a selection lists.
 COLUMNS = (('node', 'NODE'), ('gpus', 'GPUS'), ('product', 'PRODUCT'), ('memory', 'MEMORY MiB'),
            ('mig_capable', 'MIG'), ('os', 'RHCOS / KERNEL'), ('driver_daemonset', 'DRIVER DAEMONSET'),
+           ('driver_configuration', 'DRIVER CONFIG'),
            ('driver', 'DRIVER'), ('kernel_modules', 'KERNEL MODULES'), ('driver_upgrade', 'DRIVER UPGRADE'),
            ('toolkit', 'TOOLKIT'), ('device_plugin', 'DEVICE PLUGIN'), ('sharing', 'SHARING'), ('mps_control_daemon', 'MPS DAEMON'),
            ('dra_driver', 'DRA DRIVER'), ('dcgm_exporter', 'DCGM EXPORTER'), ('gpu_feature_discovery', 'GFD'),
