@@ -14,7 +14,7 @@ options:
   prometheus_url:
     description:
       - A Prometheus (or Thanos querier) that scrapes the DCGM exporters, for example
-        C(https://thanos-querier.openshift-monitoring.svc:9091): the fields C(DCGM_FI_DEV_XID_ERRORS),
+        C(https://thanos-querier.openshift-monitoring.svc:9091). The fields C(DCGM_FI_DEV_XID_ERRORS),
         C(DCGM_FI_DEV_ROW_REMAP_FAILURE) and C(DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS) are read with one instant
         query each (C(GET <url>/api/v1/query)), each series matched to its node by its C(Hostname) label. Prometheus
         not answering fails the module.

@@ -9,7 +9,7 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 module: gpu_health
 short_description: The health of each GPU node's GPUs, each fault classified by NVIDIA's XID catalog action
-version_added: 0.2.0
+version_added: 0.1.0
 author: accelerators.gpu developers (@accelerators-gpu)
 description:
   - Reads, for every GPU node (a node with an NFD NVIDIA PCI label), what the cluster already exposes of its GPUs'

@@ -26,9 +26,11 @@ description:
     C(gpu.nvidia.com) and every ResourceClaim; a node in DRA mode (C(nvidia.com/gpu.deploy.dra-driver=true)) shows the
     devices its slices publish and how many of them claims were allocated, and RV(pending_claims) the claims of the
     classes C(gpu.nvidia.com) and C(mig.nvidia.com) the scheduler could not allocate, with the reason it gave their pod.
-  - Reads each GPU node's health as M(accelerators.gpu.gpu_health) does (RV(gpu_health)): the DCGM exporter's XIDs
-    from O(prometheus_url), else from the exporter pods it reads already, through the API server's pod proxy (a GET
-    per ready exporter pod); the nodes and ResourceSlices it reads anyway.
+  - Reads each GPU node's health as M(accelerators.gpu.gpu_health) does (RV(gpu_health)), from the Nodes and
+    ResourceSlices it reads anyway, and the DCGM exporter's XIDs from O(prometheus_url); without one, from the
+    exporter pods (through the API server's pod proxy) of the nodes that show a fault without them only (GPUs short
+    of capacity, a GPU condition True), to name the GPU and its XID; a GET each, not one per node of a large fleet.
+    An application error's XID, which the device plugin ignores, then shows in M(accelerators.gpu.gpu_health) only.
   - Warns, per node, as M(accelerators.gpu.nfd_labels) does (GPU nodes without NFD labels, stale labels...).
   - Never changes anything. Every result carries I(api_requests), the API requests sent, by HTTP verb, and
     I(api_response_bytes), the bytes of the answers.

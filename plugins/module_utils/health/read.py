@@ -97,23 +97,29 @@ def read_slices(api):
         raise
 
 
-def read_health(api, params, nodes, exporter_pods=None, slices=None):
+def read_health(api, params, nodes, exporter_pods=None, slices=None, every_exporter=True):
     """(the health records of the GPU nodes (Node dicts, or their status_node() and health_parts() parts), sorted by
-    name, the
-    summary with where the metrics came from and the nodes whose metrics could not be read). params: the module's
-    (namespace, prometheus_*); exporter_pods and slices where the caller read them already."""
+    name; the summary, with where the DCGM fields came from and the nodes whose fields could not be read). params: the
+    module's (namespace, prometheus_*); exporter_pods and slices where the caller read them already.
+
+    every_exporter false (the status, over fleets of thousands of nodes): without a Prometheus, only the exporters of
+    nodes that show a fault without them are read (a GPU short of capacity, a GPU condition True), to name the GPU and
+    its XID; an XID the device plugin ignores (an application error) goes unseen elsewhere."""
     nodes = sorted(nodes, key=lambda node: node['metadata']['name'])
     names = [node['metadata']['name'] for node in nodes]
+    if slices is None and any(((node['metadata'].get('labels') or {}).get(DRA_LABEL) == 'true') for node in nodes):
+        slices = read_slices(api)
+    gpus = dra_gpus(slices or [])
     if params.get('prometheus_url'):
         source = 'prometheus'
         samples, unread = read_prometheus(params['prometheus_url'], names, params.get('prometheus_token'),
                                           params.get('prometheus_validate_certs', True))
     else:
         source = 'exporter'
-        samples, unread = read_exporters(api, params['namespace'], names, exporter_pods)
-    if slices is None and any(((node['metadata'].get('labels') or {}).get(DRA_LABEL) == 'true') for node in nodes):
-        slices = read_slices(api)
-    health = records(nodes, samples, source, dra_gpus(slices or []))
+        read = names if every_exporter else [record['node'] for record in records(nodes, dra_gpu_counts=gpus)
+                                             if record['faults']]
+        samples, unread = read_exporters(api, params['namespace'], read, exporter_pods) if read else ({}, {})
+    health = records(nodes, samples, source, gpus)
     return health, dict(summary(health), metrics_source=source, metrics_unread=unread)
 
 

@@ -398,7 +398,7 @@ def run(module, api):
                      dra=dra_devices(dra[0], dra[1]) if dra else None)
     claims = pending_claims(dra[1], dra[2]) if dra else []
     exporters = [pod for pod in pods if pod['metadata']['labels'].get(COMPONENT) == DCGM_EXPORTER]
-    health = read_health(api, params, nodes, exporters, dra[0] if dra else [])[0]
+    health = read_health(api, params, nodes, exporters, dra[0] if dra else [], every_exporter=False)[0]
     records = dict((record['node'], record) for record in health)
     for row in rows:
         row.update(health=records[row['node']]['action'], gpu_faults=records[row['node']]['faults'])

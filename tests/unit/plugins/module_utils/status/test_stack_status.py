@@ -321,10 +321,8 @@ def test_the_module_reads_each_list_once_keeps_only_what_rows_show_and_says_wher
         ("pods", "gpu", drivers + ",app=nvidia-driver-daemonset-" + build, POD_CELLS),
         ("pods", "gpu", drivers + ",app notin (nvidia-driver-daemonset-%s)" % build, POD_READINESS),
         # No node runs the DRA stack: nothing of resource.k8s.io is read.
-        ("jobs", "gpu", "app.kubernetes.io/component=gpu-validation")] + [
-        # Each node's DCGM exporter, through the API server's pod proxy.
-        ("proxy", "/api/v1/namespaces/gpu/pods/nvidia-dcgm-exporter-%s:9400/proxy/metrics" % name)
-        for name in ("a-ready", "b-failed")]
+        # No node shows a GPU fault: no DCGM exporter is read.
+        ("jobs", "gpu", "app.kubernetes.io/component=gpu-validation")]
     assert [(row["node"], row["ready"], row["driver_upgrade"]) for row in result["nodes"]] == [
         ("a-ready", True, "-"), ("b-failed", False, "upgrade-failed")]
     assert [(record["node"], record["healthy"], record["gpus"]) for record in result["gpu_health"]] == [
@@ -494,20 +492,26 @@ def test_the_compute_domain_controller_is_shown_and_the_stack_not_ready_while_it
 
 def test_the_status_names_the_gpu_faults_of_each_node_and_returns_the_health_records():
     build = "9.6.20260303-1"
-    nodes = [full_node(name, build) for name in ("a", "b")]
-    nodes[1]["status"]["allocatable"]["nvidia.com/gpu"] = "7"
+    nodes = [full_node(name, build) for name in ("a", "b", "c")]
+    # The device plugin marked a GPU of a Unhealthy.
+    nodes[0]["status"]["allocatable"]["nvidia.com/gpu"] = "7"
     nodes[1]["status"]["conditions"] = [{"type": "SysLogsGPUFallenOff", "status": "True", "reason": "Xid79",
                                          "message": "[79] GPU has fallen off the bus - RecommendedAction: RESTART_BM"}]
-    pods = [pod(name, component) for name in ("a", "b") for component in OPERANDS]
-    pods += [pod(name, "nvidia-driver", app="nvidia-driver-daemonset-" + build) for name in ("a", "b")]
-    cluster = StatusCluster(nodes, pods, [job(name, "cuda", succeeded=1) for name in ("a", "b")],
+    pods = [pod(name, component) for name in ("a", "b", "c") for component in OPERANDS]
+    pods += [pod(name, "nvidia-driver", app="nvidia-driver-daemonset-" + build) for name in ("a", "b", "c")]
+    cluster = StatusCluster(nodes, pods, [job(name, "cuda", succeeded=1) for name in ("a", "b", "c")],
                             [driver_daemonset(build)])
     cluster.metrics["nvidia-dcgm-exporter-a"] = EXPORTER_PAGE % ("a", 48)
+    # An application error on c, which the device plugin ignores: the status does not read c's exporter for it.
+    cluster.metrics["nvidia-dcgm-exporter-c"] = EXPORTER_PAGE % ("c", 13)
     result = run(status_module(), cluster)
+    # The exporters of the nodes that show a fault, to name their GPUs and XIDs.
+    assert [read[1] for read in cluster.reads if read[0] == "proxy"] == [
+        "/api/v1/namespaces/gpu/pods/nvidia-dcgm-exporter-%s:9400/proxy/metrics" % name for name in ("a", "b")]
     assert [(record["node"], record["action"], [fault["xid"] for fault in record["faults"]])
-            for record in result["gpu_health"]] == [("a", "reset", [48]), ("b", "reboot", [79])]
+            for record in result["gpu_health"]] == [("a", "reset", [48]), ("b", "reboot", [79]), ("c", "none", [])]
     assert [(row["node"], row["health"], row["ready"]) for row in result["nodes"]] == [
-        ("a", "reset", True), ("b", "reboot", True)]
+        ("a", "reset", True), ("b", "reboot", True), ("c", "none", True)]
     # Below the table, before the verdict (the GPUs' faults do not make the stack not ready).
     assert result["lines"][-5:] == [
         "Unhealthy GPUs on 2 nodes:",
