@@ -26,8 +26,8 @@ def health_records(result):
     return {record["node"]: record for record in result["gpu_health"]}
 
 
-def test_a_gpu_marked_unhealthy_and_a_gpu_fallen_off_the_bus_are_read_classified_and_shown(cluster, namespace,
-                                                                                             make_fleet):
+def test_a_gpu_marked_unhealthy_and_a_gpu_fallen_off_the_bus_are_read_classified_and_shown(
+        cluster, namespace, make_fleet):
     spec = fleet([{"name": "gpu", "count": 2, "gpu": GPU, "os": {"rhcos": RHCOS_418}},
                   {"name": "plugin", "os": {"rhcos": RHCOS_418}}])
     healthy, fallen, plugin = make_fleet(spec).node_names

@@ -397,7 +397,7 @@ def run(module, api):
     rows = node_rows(facts, nodes, pods, api.list_jobs(params['namespace'], VALIDATION_SELECTOR), daemonsets,
                      dra=dra_devices(dra[0], dra[1]) if dra else None)
     claims = pending_claims(dra[1], dra[2]) if dra else []
-    exporters = [pod for pod in pods if pod['metadata']['labels'].get(COMPONENT) == DCGM_EXPORTER]
+    exporters = [pod for pod in pods if (pod['metadata'].get('labels') or {}).get(COMPONENT) == DCGM_EXPORTER]
     health = read_health(api, params, nodes, exporters, dra[0] if dra else [], every_exporter=False)[0]
     records = dict((record['node'], record) for record in health)
     for row in rows:

@@ -7,20 +7,32 @@ import pytest
 from ansible_collections.accelerators.gpu.plugins.module_utils.health.metrics import parse_text, parse_vector
 
 # As dcgm-exporter 3.3 / 4.x serves :9400/metrics with the GPU Operator (NODE_NAME as Hostname, the pod mapping on).
-EXPORTER_PAGE = r'''# HELP DCGM_FI_DEV_SM_CLOCK SM clock frequency (in MHz).
-# TYPE DCGM_FI_DEV_SM_CLOCK gauge
-DCGM_FI_DEV_SM_CLOCK{gpu="0",UUID="GPU-5f0c2a8e-1d3b-4c7a-9e21-0b6d4f8a7c13",pci_bus_id="00000000:07:00.0",device="nvidia0",modelName="NVIDIA A100-SXM4-80GB",Hostname="gpu-node-1",DCGM_FI_DRIVER_VERSION="570.172.08"} 1410
-# HELP DCGM_FI_DEV_XID_ERRORS Value of the last XID error encountered.
-# TYPE DCGM_FI_DEV_XID_ERRORS gauge
-DCGM_FI_DEV_XID_ERRORS{gpu="0",UUID="GPU-5f0c2a8e-1d3b-4c7a-9e21-0b6d4f8a7c13",pci_bus_id="00000000:07:00.0",device="nvidia0",modelName="NVIDIA A100-SXM4-80GB",Hostname="gpu-node-1",DCGM_FI_DRIVER_VERSION="570.172.08",err_code="0",err_msg="No Error"} 0
-DCGM_FI_DEV_XID_ERRORS{gpu="1",UUID="GPU-a1b2c3d4-0000-4c7a-9e21-0b6d4f8a7c14",pci_bus_id="00000000:0F:00.0",device="nvidia1",modelName="NVIDIA A100-SXM4-80GB",Hostname="gpu-node-1",DCGM_FI_DRIVER_VERSION="570.172.08",container="train",namespace="ml",pod="train-0",err_code="48",err_msg="DBE (Double Bit Error) ECC Error"} 48 1733120000000
-# HELP DCGM_FI_DEV_ROW_REMAP_FAILURE Whether remapping of rows has failed
-# TYPE DCGM_FI_DEV_ROW_REMAP_FAILURE gauge
-DCGM_FI_DEV_ROW_REMAP_FAILURE{gpu="1",UUID="GPU-a1b2c3d4-0000-4c7a-9e21-0b6d4f8a7c14",pci_bus_id="00000000:0F:00.0",device="nvidia1",modelName="NVIDIA A100-SXM4-80GB",Hostname="gpu-node-1"} 1
-# HELP DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS Number of remapped rows for uncorrectable errors
-# TYPE DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS counter
-DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS{gpu="1",UUID="GPU-a1b2c3d4-0000-4c7a-9e21-0b6d4f8a7c14",pci_bus_id="00000000:0F:00.0",device="nvidia1",modelName="NVIDIA A100-SXM4-80GB",Hostname="gpu-node-1"} 3
-'''
+EXPORTER_PAGE = "".join(line + "\n" for line in (
+    "# HELP DCGM_FI_DEV_SM_CLOCK SM clock frequency (in MHz).",
+    "# TYPE DCGM_FI_DEV_SM_CLOCK gauge",
+    'DCGM_FI_DEV_SM_CLOCK{gpu="0",UUID="GPU-5f0c2a8e-1d3b-4c7a-9e21-0b6d4f8a7c13",'
+    'pci_bus_id="00000000:07:00.0",device="nvidia0",modelName="NVIDIA A100-SXM4-80GB",'
+    'Hostname="gpu-node-1",DCGM_FI_DRIVER_VERSION="570.172.08"} 1410',
+    "# HELP DCGM_FI_DEV_XID_ERRORS Value of the last XID error encountered.",
+    "# TYPE DCGM_FI_DEV_XID_ERRORS gauge",
+    'DCGM_FI_DEV_XID_ERRORS{gpu="0",UUID="GPU-5f0c2a8e-1d3b-4c7a-9e21-0b6d4f8a7c13",'
+    'pci_bus_id="00000000:07:00.0",device="nvidia0",modelName="NVIDIA A100-SXM4-80GB",'
+    'Hostname="gpu-node-1",DCGM_FI_DRIVER_VERSION="570.172.08",err_code="0",err_msg="No Error"} 0',
+    'DCGM_FI_DEV_XID_ERRORS{gpu="1",UUID="GPU-a1b2c3d4-0000-4c7a-9e21-0b6d4f8a7c14",'
+    'pci_bus_id="00000000:0F:00.0",device="nvidia1",modelName="NVIDIA A100-SXM4-80GB",'
+    'Hostname="gpu-node-1",DCGM_FI_DRIVER_VERSION="570.172.08",container="train",namespace="ml",'
+    'pod="train-0",err_code="48",err_msg="DBE (Double Bit Error) ECC Error"} 48 1733120000000',
+    "# HELP DCGM_FI_DEV_ROW_REMAP_FAILURE Whether remapping of rows has failed",
+    "# TYPE DCGM_FI_DEV_ROW_REMAP_FAILURE gauge",
+    'DCGM_FI_DEV_ROW_REMAP_FAILURE{gpu="1",UUID="GPU-a1b2c3d4-0000-4c7a-9e21-0b6d4f8a7c14",'
+    'pci_bus_id="00000000:0F:00.0",device="nvidia1",modelName="NVIDIA A100-SXM4-80GB",'
+    'Hostname="gpu-node-1"} 1',
+    "# HELP DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS Number of remapped rows for uncorrectable errors",
+    "# TYPE DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS counter",
+    'DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS{gpu="1",UUID="GPU-a1b2c3d4-0000-4c7a-9e21-0b6d4f8a7c14",'
+    'pci_bus_id="00000000:0F:00.0",device="nvidia1",modelName="NVIDIA A100-SXM4-80GB",'
+    'Hostname="gpu-node-1"} 3',
+))
 
 
 def test_the_exporter_page_gives_the_health_fields_of_each_gpu_with_their_labels():

@@ -35,8 +35,8 @@ def test_a_healthy_node_and_one_whose_exporter_shows_xid_48_and_a_row_remap_fail
                          "faults": [], "unschedulable": False,
                          "labels": {"feature.node.kubernetes.io/pci-10de.present": "true"}, "taints": []}
     record = health[1]
-    assert (record["healthy"], record["action"], record["gpus"]) == (False, "reset",
-                                                                    {"capacity": 8, "allocatable": 7})
+    assert (record["healthy"], record["action"], record["gpus"]) == (
+        False, "reset", {"capacity": 8, "allocatable": 7})
     assert record["faults"] == [
         {"gpu_uuid": UUID_1, "pci_bus_id": "00000000:0F:00.0", "gpu_index": 1, "xid": 48, "source": "exporter",
          "action": "reset", "message": "XID 48 on GPU 1 (%s): reset the GPU" % UUID_1},
