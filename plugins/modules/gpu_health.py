@@ -93,7 +93,8 @@ gpu_health:
       elements: dict
       sample:
         - {gpu_uuid: GPU-8d9e7f1a-2b3c-4d5e-6f70-8192a3b4c5d6, pci_bus_id: "00000000:07:00.0", gpu_index: 0, xid: 48,
-           source: exporter, action: reset, message: "XID 48 on GPU 0 (GPU-8d9e7f1a-2b3c-4d5e-6f70-8192a3b4c5d6): reset the GPU"}
+           source: exporter, action: reset,
+           message: "XID 48 on GPU 0 (GPU-8d9e7f1a-2b3c-4d5e-6f70-8192a3b4c5d6): reset the GPU"}
     unschedulable:
       description: The node is cordoned.
       type: bool

@@ -12,11 +12,13 @@ UUID_1 = "GPU-a1b2c3d4-0000-4c7a-9e21-0b6d4f8a7c14"
 
 
 def node(name, capacity=8, allocatable=8, labels=None, conditions=(), unschedulable=False, taints=()):
-    return {"metadata": {"name": name, "labels": dict(labels or {}, **{"feature.node.kubernetes.io/pci-10de.present": "true"})},
+    labels = dict(labels or {}, **{"feature.node.kubernetes.io/pci-10de.present": "true"})
+    return {"metadata": {"name": name, "labels": labels},
             "spec": {"unschedulable": unschedulable, "taints": list(taints)},
             "status": {"capacity": {"nvidia.com/gpu": str(capacity), "cpu": "64"},
                        "allocatable": {"nvidia.com/gpu": str(allocatable), "cpu": "63"},
-                       "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}] + list(conditions)}}
+                       "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]
+                       + list(conditions)}}
 
 
 def condition(kind, message, status="True"):
@@ -41,8 +43,8 @@ def test_a_healthy_node_and_one_whose_exporter_shows_xid_48_and_a_row_remap_fail
         {"gpu_uuid": UUID_1, "pci_bus_id": "00000000:0F:00.0", "gpu_index": 1, "xid": 48, "source": "exporter",
          "action": "reset", "message": "XID 48 on GPU 1 (%s): reset the GPU" % UUID_1},
         {"gpu_uuid": UUID_1, "pci_bus_id": "00000000:0F:00.0", "gpu_index": 1, "xid": None, "source": "row_remap",
-         "action": "reset", "message": "row remapping failed on GPU 1 (%s), 3 uncorrectable remapped rows: reset the GPU"
-         % UUID_1}]
+         "action": "reset",
+         "message": "row remapping failed on GPU 1 (%s), 3 uncorrectable remapped rows: reset the GPU" % UUID_1}]
     # One GPU missing from allocatable, and the XID on that GPU explains it: no allocatable fault.
     assert unhealthy(health) == {"b": record["faults"]}
 

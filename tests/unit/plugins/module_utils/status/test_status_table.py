@@ -154,8 +154,8 @@ def test_health_is_ok_or_the_action_and_each_fault_and_application_errors_are_re
 
 
 def test_the_default_view_names_the_unhealthy_gpus_below_the_table_within_the_width_and_wide_has_health():
-    rows = [row("gpu-a100-0", health="reset", gpu_faults=[fault(48, "reset"), fault(13, "none", index=1,
-                                                                                   uuid="GPU-1")]),
+    rows = [row("gpu-a100-0", health="reset",
+                gpu_faults=[fault(48, "reset"), fault(13, "none", uuid="GPU-1", index=1)]),
             row("gpu-a100-1", health="none", gpu_faults=[fault(31, "none")]),
             row("gpu-a100-with-a-long-node-name-2", health="rma", gpu_faults=[
                 fault(None, "reset", "allocatable", uuid=None, index=None),
