@@ -33,7 +33,7 @@ def row(name, **fields):
 def test_a_selection_is_the_default_view_wide_or_the_columns_it_names_node_first():
     assert selected_columns(None) is None and selected_columns([]) is None and selected_columns("") is None
     assert selected_columns("wide") == selected_columns(["WIDE"]) == EVERY_COLUMN
-    assert EVERY_COLUMN[0] == "node" and EVERY_COLUMN[-1] == "stack" and len(set(EVERY_COLUMN)) == 24
+    assert EVERY_COLUMN[0] == "node" and EVERY_COLUMN[-1] == "stack" and len(set(EVERY_COLUMN)) == 25
     # A list, or a comma-separated string (-e status_columns=...), in any case; NODE first, once.
     assert selected_columns(["stack", "Validation", "node"]) == ["node", "stack", "validation"]
     assert selected_columns("driver, stack,") == ["node", "driver", "stack"]
