@@ -7,6 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ...driver.revisions import revision_template, runs_differently
 from ...nodes.selection import daemonset_schedules_on
 from .objects import as_int, metadata_of, owned_by, pod_node, status_of, warning_events
 from .pods import pod_is_ready, pod_problems
@@ -21,6 +22,18 @@ def newest_revision_hash(revisions):
         return None
     newest = max(revisions, key=lambda revision: int(revision.get('revision') or 0))
     return (metadata_of(newest).get('labels') or {}).get(REVISION_HASH_LABEL)
+
+
+def runs_outdated_revision(pod, daemonset, revisions, newest):
+    """True when an OnDelete DaemonSet's pod carries an older controller-revision-hash than newest and the template
+    of its revision runs differently from the DaemonSet's current one (driver/revisions.py: a new DRIVER_CONFIG_DIGEST
+    or node selector alone does not). revisions: the DaemonSet's; a pod whose revision is gone counts as outdated."""
+    pod_hash = (metadata_of(pod).get('labels') or {}).get(REVISION_HASH_LABEL)
+    if pod_hash == newest:
+        return False
+    own = [r for r in revisions if (metadata_of(r).get('labels') or {}).get(REVISION_HASH_LABEL) == pod_hash]
+    return runs_differently(revision_template(own[0]) if own else None,
+                            (daemonset.get('spec') or {}).get('template'))
 
 
 def leaving_pods(daemonset, pods, nodes):
@@ -42,7 +55,8 @@ def daemonset_state(daemonset, pods, revisions=(), accept_outdated=False):
 
     Ready when its status describes the current spec (observedGeneration) and either no node should run it
     (desiredNumberScheduled == 0) or: RollingUpdate, every scheduled pod is updated and available;
-    OnDelete, every pod's controller-revision-hash is the newest ControllerRevision's and every pod is Ready.
+    OnDelete, every pod runs the newest ControllerRevision (or an older one that runs no differently:
+    runs_outdated_revision) and every pod is Ready.
     pods: the DaemonSet's pods (others are ignored); revisions: its ControllerRevisions (needed for OnDelete).
     accept_outdated: an OnDelete pod of an older revision counts as ready when it is (its node is served until a
     rollout replaces it); such pods are listed in 'outdated'.
@@ -68,7 +82,7 @@ def daemonset_state(daemonset, pods, revisions=(), accept_outdated=False):
         state.update(ready=True, reason='no node selected')
     elif strategy == 'OnDelete':
         newest = newest_revision_hash(own_revisions)
-        stale = [p for p in own if (metadata_of(p).get('labels') or {}).get(REVISION_HASH_LABEL) != newest]
+        stale = [p for p in own if runs_outdated_revision(p, daemonset, own_revisions, newest)]
         state['revision'] = newest
         if accept_outdated and newest is not None:
             # Left to the rollout, ready or not: their nodes are served, or failed, with the old revision.
