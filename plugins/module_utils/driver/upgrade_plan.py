@@ -16,7 +16,7 @@ import re
 
 from ..nodes.facts import DEPLOY_LABEL_PREFIX, DRA_DRIVER, DRIVER_UPGRADE_STATE_LABEL
 from ..operands.checks.allocatable import allocatable_count
-from ..operands.checks.daemonsets import newest_revision_hash, runs_outdated_revision
+from ..operands.checks.daemonsets import REVISION_HASH_LABEL, newest_revision_hash, outdated_revision_hashes
 from ..operands.checks.objects import owned_by, pod_node
 from ..operands.checks.pods import pod_is_ready
 
@@ -88,7 +88,7 @@ def node_driver_states(nodes, daemonsets, revisions, pods, dra_devices=None):
 
     nodes: GPU nodes with a driver of this collection (Node objects); daemonsets: the managed driver DaemonSets;
     revisions: their ControllerRevisions; pods: their pods. A pod is outdated when its controller-revision-hash is not
-    its DaemonSet's newest and its revision runs differently (runs_outdated_revision); a DaemonSet whose controller
+    its DaemonSet's newest and its revision runs differently (outdated_revision_hashes); a DaemonSet whose controller
     has not yet processed its spec makes its pods 'unknown'.
     dra_devices: {node: devices its ResourceSlices publish}, the GPUs of a node in DRA mode (runs_dra_driver), which
     advertises no nvidia.com/gpu.
@@ -98,7 +98,9 @@ def node_driver_states(nodes, daemonsets, revisions, pods, dra_devices=None):
         meta, status = daemonset.get('metadata') or {}, daemonset.get('status') or {}
         observed = int(status.get('observedGeneration') or 0) >= int(meta.get('generation') or 0)
         own = [r for r in revisions if owned_by(r, daemonset)]
-        newest[meta.get('uid')] = (daemonset, own, newest_revision_hash(own) if observed else None)
+        revision = newest_revision_hash(own) if observed else None
+        newest[meta.get('uid')] = (meta.get('name'), revision, outdated_revision_hashes(
+            daemonset, own, [pod for pod in pods if owned_by(pod, daemonset)], revision) if revision else set())
     pods_by_node = {}
     for pod in pods:
         if pod_node(pod) and not (pod.get('metadata') or {}).get('deletionTimestamp'):
@@ -124,11 +126,10 @@ def node_driver_states(nodes, daemonsets, revisions, pods, dra_devices=None):
             owner = [ref.get('uid') for ref in pod['metadata'].get('ownerReferences') or [] if ref.get('uid') in newest]
             if not owner:
                 continue
-            daemonset, own, revision = newest[owner[0]]
-            entry.update(pod=pod['metadata']['name'], pod_uid=pod['metadata'].get('uid'),
-                         daemonset=daemonset['metadata']['name'], driver_ready=pod_is_ready(pod),
-                         revision_known=revision is not None,
-                         outdated=revision is not None and runs_outdated_revision(pod, daemonset, own, revision))
+            daemonset, revision, outdated_hashes = newest[owner[0]]
+            entry.update(pod=pod['metadata']['name'], pod_uid=pod['metadata'].get('uid'), daemonset=daemonset,
+                         driver_ready=pod_is_ready(pod), revision_known=revision is not None,
+                         outdated=(pod['metadata'].get('labels') or {}).get(REVISION_HASH_LABEL) in outdated_hashes)
         entry['available'] = entry['driver_ready'] and entry['gpus'] > 0
         states.append(entry)
     return sorted(states, key=lambda entry: entry['name'])

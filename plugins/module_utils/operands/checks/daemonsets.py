@@ -16,24 +16,26 @@ from .problems import NOT_CREATED, new_problem
 REVISION_HASH_LABEL = 'controller-revision-hash'
 
 
+def _revision_hash(obj):
+    return (metadata_of(obj).get('labels') or {}).get(REVISION_HASH_LABEL)
+
+
 def newest_revision_hash(revisions):
     """controller-revision-hash of the highest-numbered ControllerRevision, or None when there is none."""
     if not revisions:
         return None
-    newest = max(revisions, key=lambda revision: int(revision.get('revision') or 0))
-    return (metadata_of(newest).get('labels') or {}).get(REVISION_HASH_LABEL)
+    return _revision_hash(max(revisions, key=lambda revision: int(revision.get('revision') or 0)))
 
 
-def runs_outdated_revision(pod, daemonset, revisions, newest):
-    """True when an OnDelete DaemonSet's pod carries an older controller-revision-hash than newest and the template
-    of its revision runs differently from the DaemonSet's current one (driver/revisions.py: a new DRIVER_CONFIG_DIGEST
-    or node selector alone does not). revisions: the DaemonSet's; a pod whose revision is gone counts as outdated."""
-    pod_hash = (metadata_of(pod).get('labels') or {}).get(REVISION_HASH_LABEL)
-    if pod_hash == newest:
-        return False
-    own = [r for r in revisions if (metadata_of(r).get('labels') or {}).get(REVISION_HASH_LABEL) == pod_hash]
-    return runs_differently(revision_template(own[0]) if own else None,
-                            (daemonset.get('spec') or {}).get('template'))
+def outdated_revision_hashes(daemonset, revisions, pods, newest):
+    """The controller-revision-hashes of an OnDelete DaemonSet's pods that are older than newest and whose revision's
+    template runs differently from the DaemonSet's current one (driver/revisions.py: a new DRIVER_CONFIG_DIGEST or
+    node selector alone does not); a hash whose revision is gone counts. revisions: the DaemonSet's. Each hash is
+    compared once, however many pods carry it."""
+    template = (daemonset.get('spec') or {}).get('template')
+    by_hash = dict((_revision_hash(revision), revision) for revision in revisions)
+    return set(pod_hash for pod_hash in set(_revision_hash(pod) for pod in pods) - set([newest])
+               if runs_differently(revision_template(by_hash.get(pod_hash)), template))
 
 
 def leaving_pods(daemonset, pods, nodes):
@@ -56,7 +58,7 @@ def daemonset_state(daemonset, pods, revisions=(), accept_outdated=False):
     Ready when its status describes the current spec (observedGeneration) and either no node should run it
     (desiredNumberScheduled == 0) or: RollingUpdate, every scheduled pod is updated and available;
     OnDelete, every pod runs the newest ControllerRevision (or an older one that runs no differently:
-    runs_outdated_revision) and every pod is Ready.
+    outdated_revision_hashes) and every pod is Ready.
     pods: the DaemonSet's pods (others are ignored); revisions: its ControllerRevisions (needed for OnDelete).
     accept_outdated: an OnDelete pod of an older revision counts as ready when it is (its node is served until a
     rollout replaces it); such pods are listed in 'outdated'.
@@ -82,7 +84,8 @@ def daemonset_state(daemonset, pods, revisions=(), accept_outdated=False):
         state.update(ready=True, reason='no node selected')
     elif strategy == 'OnDelete':
         newest = newest_revision_hash(own_revisions)
-        stale = [p for p in own if runs_outdated_revision(p, daemonset, own_revisions, newest)]
+        outdated_hashes = outdated_revision_hashes(daemonset, own_revisions, own, newest)
+        stale = [p for p in own if _revision_hash(p) in outdated_hashes]
         state['revision'] = newest
         if accept_outdated and newest is not None:
             # Left to the rollout, ready or not: their nodes are served, or failed, with the old revision.
