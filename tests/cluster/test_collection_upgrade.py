@@ -95,8 +95,8 @@ def test_the_plan_after_the_upgrade_updates_the_driver_daemonset_and_rolls_out_n
     before = driver_pods(cluster, namespace)
     checked = playbook(cluster, "reconcile", variables, check=True).succeeded()
     result = task_result(checked, DRIVER_TASK)
-    assert (result["updated"], result["created"], result["outdated"]) == (list(driver_daemonsets(cluster, namespace)),
-                                                                         [], {})
+    names = sorted(driver_daemonsets(cluster, namespace))
+    assert (result["updated"], result["created"], result["outdated"]) == (names, [], {})
     # What the new defaults change, and only that: the driver DaemonSet's template.
     assert changed_tasks(checked) == [DRIVER_TASK]
     assert driver_pods(cluster, namespace) == before
