@@ -187,7 +187,8 @@ waves:
   type: list
   elements: list
 outdated:
-  description: Nodes whose driver pod runs an older revision than its DaemonSet's newest.
+  description: Nodes whose driver pod runs an older revision than its DaemonSet's newest, one that runs differently
+    (not only a new C(DRIVER_CONFIG_DIGEST), a default env value or node selection).
   returned: action plan
   type: list
   elements: str

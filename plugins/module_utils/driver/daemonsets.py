@@ -15,13 +15,14 @@ from ..nodes.facts import node_facts
 from ..operands.checks.daemonsets import daemonset_state
 from ..operands.wait import wait_for_operands, wait_params
 from ..registry.image_list import pod_template_images
-from .changes import is_subset, nodes_left_without_driver, plan_driver_changes
+from .changes import nodes_left_without_driver, plan_driver_changes
 from .configs import missing_objects_refusal, named_objects
 from .configurations import IMPLICIT_DEFAULT, NEXT_OWNER_LABEL, OWNER_LABEL, configuration_specs
 from .dtk_image_lookup import dtk_images_as_pulled
 from .names import COMPONENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, PlanError
 from .plan import desired_driver_daemonsets
 from .precompiled import checked_precompiled
+from .revisions import would_run_differently
 from .upgrade_plan import IN_PROGRESS, STATE_LABEL
 from .versions import driver_downgrades, downgrade_refusal
 
@@ -207,12 +208,13 @@ def _plan(module, api):
 def outdated_driver_nodes(api, namespace, changes, plan):
     """{node: DaemonSet} of the nodes whose driver pod runs an older revision than its DaemonSet's newest, or would
     once this run's updates of DaemonSet pod templates are applied (OnDelete: a rollout must replace it), and of the
-    nodes that move to another driver configuration (the DaemonSet they move to)."""
+    nodes that move to another driver configuration (the DaemonSet they move to). Only a revision that runs
+    differently counts (revisions.py): a new DRIVER_CONFIG_DIGEST or node selector alone does not."""
     pods = [pod for pod in api.list_pods(namespace, MANAGED_DRIVERS_SELECTOR)
             if not pod['metadata'].get('deletionTimestamp')]
     revisions = api.list_revisions(namespace, MANAGED_DRIVERS_SELECTOR)
     template_changes = set(desired['metadata']['name'] for existing, desired in changes['update']
-                           if not is_subset(desired['spec']['template'], existing['spec']['template']))
+                           if would_run_differently(desired['spec']['template'], existing['spec']['template']))
     outdated = {}
     for daemonset in api.list_daemonsets(namespace, MANAGED_DRIVERS_SELECTOR):
         name = daemonset['metadata']['name']

@@ -16,7 +16,7 @@ import re
 
 from ..nodes.facts import DEPLOY_LABEL_PREFIX, DRA_DRIVER, DRIVER_UPGRADE_STATE_LABEL
 from ..operands.checks.allocatable import allocatable_count
-from ..operands.checks.daemonsets import REVISION_HASH_LABEL, newest_revision_hash
+from ..operands.checks.daemonsets import REVISION_HASH_LABEL, newest_revision_hash, outdated_revision_hashes
 from ..operands.checks.objects import owned_by, pod_node
 from ..operands.checks.pods import pod_is_ready
 from .configurations import IMPLICIT_DEFAULT, NEXT_OWNER_LABEL, OWNER_LABEL
@@ -89,7 +89,8 @@ def node_driver_states(nodes, daemonsets, revisions, pods, dra_devices=None):
 
     nodes: GPU nodes with a driver of this collection (Node objects); daemonsets: the managed driver DaemonSets;
     revisions: their ControllerRevisions; pods: their pods. A pod is outdated when its controller-revision-hash is not
-    its DaemonSet's newest; a DaemonSet whose controller has not yet processed its spec makes its pods 'unknown'.
+    its DaemonSet's newest and its revision runs differently (outdated_revision_hashes); a DaemonSet whose controller
+    has not yet processed its spec makes its pods 'unknown'.
     dra_devices: {node: devices its ResourceSlices publish}, the GPUs of a node in DRA mode (runs_dra_driver), which
     advertises no nvidia.com/gpu.
     """
@@ -97,8 +98,10 @@ def node_driver_states(nodes, daemonsets, revisions, pods, dra_devices=None):
     for daemonset in daemonsets:
         meta, status = daemonset.get('metadata') or {}, daemonset.get('status') or {}
         observed = int(status.get('observedGeneration') or 0) >= int(meta.get('generation') or 0)
-        newest[meta.get('uid')] = (meta.get('name'), newest_revision_hash(
-            [r for r in revisions if owned_by(r, daemonset)]) if observed else None)
+        own = [r for r in revisions if owned_by(r, daemonset)]
+        revision = newest_revision_hash(own) if observed else None
+        newest[meta.get('uid')] = (meta.get('name'), revision, outdated_revision_hashes(
+            daemonset, own, [pod for pod in pods if owned_by(pod, daemonset)], revision) if revision else set())
     pods_by_node = {}
     for pod in pods:
         if pod_node(pod) and not (pod.get('metadata') or {}).get('deletionTimestamp'):
@@ -128,11 +131,10 @@ def node_driver_states(nodes, daemonsets, revisions, pods, dra_devices=None):
             owner = [ref.get('uid') for ref in pod['metadata'].get('ownerReferences') or [] if ref.get('uid') in newest]
             if not owner:
                 continue
-            daemonset, revision = newest[owner[0]]
+            daemonset, revision, outdated_hashes = newest[owner[0]]
             entry.update(pod=pod['metadata']['name'], pod_uid=pod['metadata'].get('uid'), daemonset=daemonset,
                          driver_ready=pod_is_ready(pod), revision_known=revision is not None,
-                         outdated=revision is not None
-                         and (pod['metadata'].get('labels') or {}).get(REVISION_HASH_LABEL) != revision)
+                         outdated=(pod['metadata'].get('labels') or {}).get(REVISION_HASH_LABEL) in outdated_hashes)
         # A node that moves to another configuration needs the rollout as a driver change does.
         entry['outdated'] = entry['outdated'] or entry['move_to'] is not None
         entry['available'] = entry['driver_ready'] and entry['gpus'] > 0
