@@ -6,7 +6,9 @@ pure functions.
 The driver DaemonSets use OnDelete, so a pod keeps the template of the revision it was created from until a rollout
 deletes it. A new revision does not always change what a running pod does, and replacing a driver pod evicts the
 node's GPU workloads, so these parts of a template are not compared:
-- DRIVER_CONFIG_DIGEST (digest.py): a hash of the other settings, which are compared themselves;
+- DRIVER_CONFIG_DIGEST (digest.py), when one of the two has none (a pod of a collection from before it): a hash of
+  the other settings, which are compared themselves. When both have one it counts: it also covers the content of the
+  ConfigMaps the pod mounts, which the template does not show;
 - an env entry whose value is what the container uses when it is unset (UNSET_DEFAULTS);
 - node selection (nodeSelector, affinity): a pod whose node no longer matches is deleted by the DaemonSet controller
   anyway, and one whose node still matches runs as before.
@@ -37,21 +39,28 @@ def revision_template(revision):
     return dict((key, value) for key, value in template.items() if key != '$patch')
 
 
-def _env_that_counts(container):
+def _env_that_counts(container, digest):
     defaults = UNSET_DEFAULTS.get(container.get('name'), {})
-    return [entry for entry in container.get('env') or [] if entry.get('name') != DIGEST_ENV and not (
+    return [entry for entry in container.get('env') or [] if (digest or entry.get('name') != DIGEST_ENV) and not (
         'valueFrom' not in entry and entry.get('name') in defaults and entry.get('value') == defaults[entry['name']])]
 
 
-def runtime_template(template):
-    """A copy of a pod template without what does not change what a running pod does (see above)."""
+def _has_digest(template):
+    spec = (template or {}).get('spec') or {}
+    return any(entry.get('name') == DIGEST_ENV for kind in ('initContainers', 'containers')
+               for container in spec.get(kind) or [] for entry in container.get('env') or [])
+
+
+def runtime_template(template, digest=False):
+    """A copy of a pod template without what does not change what a running pod does (see above); digest: keep
+    DRIVER_CONFIG_DIGEST (both templates compared have one)."""
     template = copy.deepcopy(template or {})
     spec = template.get('spec') or {}
     for key in NODE_SELECTION:
         spec.pop(key, None)
     for kind in ('initContainers', 'containers'):
         for container in spec.get(kind) or []:
-            container['env'] = _env_that_counts(container)
+            container['env'] = _env_that_counts(container, digest)
     return template
 
 
@@ -60,11 +69,13 @@ def runs_differently(pod_template, template):
     differently from one of template. Both as the API server returns them (defaults filled in)."""
     if pod_template is None:
         return True
-    old, new = runtime_template(pod_template), runtime_template(template)
+    digest = _has_digest(pod_template) and _has_digest(template)
+    old, new = runtime_template(pod_template, digest), runtime_template(template, digest)
     return not (is_subset(new, old) and is_subset(old, new))
 
 
 def would_run_differently(desired_template, existing_template):
     """True when applying desired_template (as rendered: the server fills in its defaults) over existing_template
     (as the API server returns it) changes what the DaemonSet's pods do."""
-    return not is_subset(runtime_template(desired_template), runtime_template(existing_template))
+    digest = _has_digest(desired_template) and _has_digest(existing_template)
+    return not is_subset(runtime_template(desired_template, digest), runtime_template(existing_template, digest))

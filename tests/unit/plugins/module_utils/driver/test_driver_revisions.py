@@ -60,14 +60,20 @@ def changed(path, value):
     return template
 
 
-def test_a_new_digest_a_default_env_value_and_node_selection_do_not_change_what_a_pod_does():
+def test_a_first_digest_a_default_env_value_and_node_selection_do_not_change_what_a_pod_does():
     old = served_template()
     new = digested(old)
     new['spec']['affinity'] = {'nodeAffinity': {'requiredDuringSchedulingIgnoredDuringExecution': {
         'nodeSelectorTerms': [{'matchExpressions': [{'key': OWNER_LABEL, 'operator': 'In', 'values': ['default']}]}]}}}
     assert not runs_differently(old, new)
     assert not runs_differently(new, old)
-    assert not runs_differently(digested(old, 'd1'), digested(old, 'd2'))
+
+
+def test_a_changed_digest_counts_it_covers_the_content_of_the_mounted_config_maps():
+    # Same pod spec, other module parameters in the kernel-module ConfigMap: only the digest tells them apart.
+    old = served_template()
+    assert runs_differently(digested(old, 'd1'), digested(old, 'd2'))
+    assert not runs_differently(digested(old, 'd1'), digested(old, 'd1'))
 
 
 @pytest.mark.parametrize('path, value', [
