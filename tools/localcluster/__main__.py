@@ -54,6 +54,8 @@ def main(argv=None):
             client = api.client_from_kubeconfig(plane.kubeconfig)
             print(report.node_table(client))
         elif args.command == "xid":
+            if not plane.running():
+                raise controlplane.ClusterError("no cluster running from %s: start one (up)" % plane.state)
             fault = gpu_faults.inject_xid(plane.kubeconfig, args.node, args.gpu, args.xid, args.permanent)
             print("node %s: GPU %d (%s, %s) XID %d, cleared by %s" % (
                 args.node, fault["gpu"], fault["uuid"], fault["pci_bus_id"], fault["xid"],

@@ -42,7 +42,7 @@ from pathlib import Path
 import kubernetes
 from kubernetes.client.rest import ApiException
 
-from . import api, dra
+from . import api, dra, fleet
 
 FAULTS_ANNOTATION = "sim.accelerators.gpu/gpu-faults"
 RESETS_ANNOTATION = "sim.accelerators.gpu/gpu-resets"
@@ -141,7 +141,7 @@ def inject_xid(client, node, gpu_index, xid, permanent=False):
     injected = []
 
     def add(annotations):
-        hw = json.loads(annotations.get("sim.accelerators.gpu/hardware") or "{}")
+        hw = json.loads(annotations.get(fleet.HARDWARE_ANNOTATION) or "{}")
         fault = new_fault(node, int((hw.get("gpu") or {}).get("count") or 0), int(gpu_index), int(xid), permanent)
         injected[:] = [fault]
         return {FAULTS_ANNOTATION: json.dumps(faults_of(annotations) + [fault])}
