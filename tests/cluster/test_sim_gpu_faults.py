@@ -1,7 +1,7 @@
 """The simulator's failing GPUs (tools/localcluster/gpu_faults.py) against the real control plane: an injected XID
 takes the GPU out of allocatable and shows in the DCGM exporter's field; a reset clears it only once the operands
 that hold the GPUs are stopped; XID 79 needs a reboot; a permanent fault never clears; resets and reboots are
-recorded on the node."""
+recorded on the node. The resets and reboots are the remediation's own Jobs (module_utils/remediation/jobs.py)."""
 
 import json
 import os
@@ -11,6 +11,7 @@ import urllib.parse
 import urllib.request
 
 import gpu_fleet
+from ansible_collections.accelerators.gpu.plugins.module_utils.remediation import jobs
 from conftest import wait_for
 from localcluster import gpu_faults
 
@@ -78,26 +79,29 @@ def annotation(cluster, node, key):
     return json.loads((cluster.core.read_node(node).metadata.annotations or {}).get(key) or "[]")
 
 
-def run_pod(cluster, namespace, node, name, script, host_root=False):
-    """A privileged pod on the node running the shell script; returns (phase, exit code, message) once it ended."""
-    container = {"name": "run", "image": "example.test/sim/tools:1", "command": ["/bin/sh", "-ec", script],
-                 "securityContext": {"privileged": True}}
-    pod = {"metadata": {"name": name}, "spec": {"nodeName": node, "restartPolicy": "Never", "hostPID": True,
-                                                "containers": [container]}}
-    if host_root:
-        container["volumeMounts"] = [{"name": "host", "mountPath": "/host"}]
-        pod["spec"]["volumes"] = [{"name": "host", "hostPath": {"path": "/"}}]
-    cluster.core.create_namespaced_pod(namespace, pod)
-    ended = wait_for(lambda: [p for p in [cluster.core.read_namespaced_pod(name, namespace)]
-                              if p.status.phase in ("Succeeded", "Failed")], message="pod %s ended" % name)[0]
-    state = ended.status.container_statuses[0].state.terminated
-    return ended.status.phase, state.exit_code, state.message or ""
+def ended(cluster, namespace, selector):
+    """(phase, exit code, termination message) of the pod the selector finds, once it ended."""
+    pod = wait_for(lambda: [p for p in cluster.core.list_namespaced_pod(namespace, label_selector=selector).items
+                            if p.status.phase in ("Succeeded", "Failed")], message="the pod of %s ended" % selector)[0]
+    state = pod.status.container_statuses[0].state.terminated
+    return pod.status.phase, state.exit_code, state.message or ""
 
 
-def reset_script(*uuids):
-    return "\n".join(["chroot %s nvidia-smi -pm 0" % DRIVER_ROOT]
-                     + ["chroot %s nvidia-smi -r -i %s" % (DRIVER_ROOT, uuid) for uuid in uuids]
-                     + ["chroot %s nvidia-smi -pm 1" % DRIVER_ROOT])
+def run_job(cluster, namespace, job, name):
+    """Runs the remediation's Job under name (each attempt its own); returns how its pod ended."""
+    job["metadata"]["name"] = name
+    cluster.batch.create_namespaced_job(namespace, job)
+    return ended(cluster, namespace, "job-name=" + name)
+
+
+def reset(cluster, namespace, node, name, *uuids):
+    """Runs the remediation's reset Job of these GPUs; returns how its pod ended."""
+    return run_job(cluster, namespace, jobs.reset_job(node, list(uuids), namespace, "example.test/sim/tools:1",
+                                                      "default"), name)
+
+
+def reboot_job(namespace, node):
+    return jobs.reboot_job(node, namespace, "example.test/sim/tools:1", "default")
 
 
 def test_an_xid_takes_the_gpu_out_and_a_reset_clears_it_once_nothing_holds_it(cluster, make_fleet, namespace):
@@ -118,15 +122,16 @@ def test_an_xid_takes_the_gpu_out_and_a_reset_clears_it_once_nothing_holds_it(cl
     assert xid_errors(cluster, node) == {0: 13, 1: 48}
 
     # The device plugin and the exporter hold the GPUs: the reset fails as nvidia-smi does, nothing clears.
-    phase, code, message = run_pod(cluster, namespace, node, "reset-in-use", reset_script(failing["uuid"]))
-    assert (phase, code) == ("Failed", gpu_faults.EXIT_OTHER)
+    phase, code, message = reset(cluster, namespace, node, "reset-in-use", failing["uuid"])
+    assert (phase, code) == ("Failed", 1)
     assert "GPU 00000000:29:00.0 is currently in use by another process" in message
+    assert jobs.reset_outcome(False, message)[0] == "refused"
     assert [r["result"] for r in annotation(cluster, node, gpu_faults.RESETS_ANNOTATION)] == ["in_use"]
     assert annotation(cluster, node, gpu_faults.FAULTS_ANNOTATION) == [failing, application]
 
     set_deploy_labels(cluster, node, "false")
     wait_for(lambda: operands_gone(cluster, namespace, node), message="the operands stopped on " + node)
-    phase, code, message = run_pod(cluster, namespace, node, "reset", reset_script(failing["uuid"]))
+    phase, code, message = reset(cluster, namespace, node, "reset", failing["uuid"])
     assert (phase, code) == ("Succeeded", 0), message
     resets = annotation(cluster, node, gpu_faults.RESETS_ANNOTATION)
     assert [(r["uuid"], r["result"]) for r in resets] == [(failing["uuid"], "in_use"), (failing["uuid"], "success")]
@@ -147,20 +152,22 @@ def test_xid_79_needs_a_reboot_and_a_permanent_fault_never_clears(cluster, make_
 
     set_deploy_labels(cluster, node, "false")
     wait_for(lambda: operands_gone(cluster, namespace, node), message="the operands stopped on " + node)
-    phase, code, message = run_pod(cluster, namespace, node, "reset-lost", reset_script(lost["uuid"]))
-    assert (phase, code) == ("Failed", gpu_faults.EXIT_GPU_LOST)
+    phase, code, message = reset(cluster, namespace, node, "reset-lost", lost["uuid"])
+    assert (phase, code) == ("Failed", 1)
     assert "GPU is lost.  Reboot the system to recover this GPU" in message
-    phase, code, message = run_pod(cluster, namespace, node, "reset-permanent", reset_script(permanent["uuid"]))
-    assert (phase, code, message) == ("Failed", gpu_faults.EXIT_OTHER,
-                                      "Unable to reset GPU 00000000:29:00.0: Unknown Error")
+    assert jobs.reset_outcome(False, message)[0] == "failed"
+    phase, code, message = reset(cluster, namespace, node, "reset-permanent", permanent["uuid"])
+    assert (phase, code) == ("Failed", 1)
+    assert "Unable to reset GPU 00000000:29:00.0: Unknown Error" in message
     assert len(annotation(cluster, node, gpu_faults.FAULTS_ANNOTATION)) == 2
 
     # A reboot without the host's root mounted is refused by chroot; with it, as `oc debug node` runs it, it reboots.
     boot = cluster.core.read_node(node).status.node_info.boot_id
-    assert run_pod(cluster, namespace, node, "reboot-unmounted", "chroot /host systemctl reboot")[:2] == (
-        "Failed", 1)
-    assert run_pod(cluster, namespace, node, "reboot", "chroot /host systemctl reboot", host_root=True)[:2] == (
-        "Succeeded", 0)
+    unmounted = reboot_job(namespace, node)
+    unmounted["spec"]["template"]["spec"]["volumes"] = []
+    unmounted["spec"]["template"]["spec"]["containers"][0]["volumeMounts"] = []
+    assert run_job(cluster, namespace, unmounted, "reboot-unmounted")[:2] == ("Failed", 125)
+    assert run_job(cluster, namespace, reboot_job(namespace, node), "reboot")[:2] == ("Succeeded", 0)
     set_deploy_labels(cluster, node, "true")
     booted = wait_for(lambda: [n for n in [cluster.core.read_node(node)] if n.status.node_info.boot_id != boot
                                and any(c.type == "Ready" and c.status == "True" for c in n.status.conditions)],
@@ -176,7 +183,7 @@ def test_xid_79_needs_a_reboot_and_a_permanent_fault_never_clears(cluster, make_
 
     set_deploy_labels(cluster, node, "false")
     wait_for(lambda: operands_gone(cluster, namespace, node), message="the operands stopped again")
-    assert run_pod(cluster, namespace, node, "reset-again", reset_script(permanent["uuid"]))[0] == "Failed"
+    assert reset(cluster, namespace, node, "reset-again", permanent["uuid"])[0] == "Failed"
     assert [(r["uuid"], r["result"]) for r in annotation(cluster, node, gpu_faults.RESETS_ANNOTATION)] == [
         (lost["uuid"], "gpu_lost"), (permanent["uuid"], "unknown_error"), (permanent["uuid"], "unknown_error")]
     assert annotation(cluster, node, gpu_faults.FAULTS_ANNOTATION) == [permanent]

@@ -8,6 +8,7 @@ import urllib.request
 
 import pytest
 
+from ansible_collections.accelerators.gpu.plugins.module_utils.remediation import jobs
 from localcluster import controlplane, dra, gpu_faults, simulator
 
 NODE = "gpu-a"
@@ -20,16 +21,18 @@ def fault(index, xid, permanent=False):
 
 
 def pod(*commands, privileged=True, shell=False, host_mount=False):
-    """A pod whose one container runs the commands (argv lists), as a `sh -c` script when shell."""
-    container = {"name": "c", "image": "i", "securityContext": {"privileged": privileged}}
+    """A pod whose one container runs the commands (argv lists), as a `sh -c` script when shell, with the driver's
+    root mounted where it is (and the host's / at /host when host_mount)."""
+    container = {"name": "c", "image": "i", "securityContext": {"privileged": privileged},
+                 "volumeMounts": [{"name": "driver", "mountPath": "/run/nvidia/driver"}]}
+    volumes = [{"name": "driver", "hostPath": {"path": "/run/nvidia/driver"}}]
     if shell:
         container.update(command=["/bin/sh", "-ec"], args=["\n".join(" ".join(argv) for argv in commands)])
     else:
         [container["command"]] = commands
-    volumes = []
     if host_mount:
-        container["volumeMounts"] = [{"name": "host", "mountPath": "/host"}]
-        volumes = [HOST_ROOT_VOLUME]
+        container["volumeMounts"].append({"name": "host", "mountPath": "/host"})
+        volumes.append(HOST_ROOT_VOLUME)
     return {"metadata": {"name": "p", "namespace": "ns", "uid": "u"},
             "spec": {"containers": [container], "volumes": volumes}}
 
@@ -39,9 +42,12 @@ def reset(*ids, root="/run/nvidia/driver"):
     return argv + ["-i", ",".join(ids)] if ids else argv
 
 
-def run(maintenance_pod, faults, holders=(), root=gpu_faults.DRIVER_CONTAINER_ROOT, driver_ready=True):
-    return gpu_faults.run_maintenance(maintenance_pod, NODE, GPU["count"], faults, list(holders), root, driver_ready,
-                                      now=0)
+def run(maintenance_pod, faults, holders=(), driver_root=gpu_faults.DRIVER_CONTAINER_ROOT, driver_ready=True):
+    """The Maintenance played, with its exit code and output."""
+    done = gpu_faults.Maintenance(maintenance_pod, NODE, GPU["count"], faults, list(holders), driver_root,
+                                  driver_ready, now=0)
+    done.exit_code, done.output = done.run()
+    return done
 
 
 def test_identity_matches_what_the_dra_plugin_publishes_in_nvml_form():
@@ -147,14 +153,11 @@ def test_prometheus_url_reads_the_port_the_control_plane_gave(tmp_path):
         gpu_faults.prometheus_url(plane)
 
 
-def test_only_resets_and_reboots_are_maintenance_and_a_script_is_read_line_by_line():
-    assert gpu_faults.maintenance_steps(pod(["chroot", "/run/nvidia/driver", "nvidia-smi"])) == []
-    script = pod(["set", "-e"], ["chroot", "/run/nvidia/driver", "nvidia-smi", "-pm", "0"],
-                 ["chroot /run/nvidia/driver nvidia-smi --gpu-reset -i GPU-1 && echo done"],
-                 ["exec", "chroot", "/host", "systemctl", "reboot"], shell=True)
-    assert gpu_faults.maintenance_steps(script) == [
-        ("nvidia-smi", "/run/nvidia/driver", ["-pm", "0"]),
-        ("nvidia-smi", "/run/nvidia/driver", ["--gpu-reset", "-i", "GPU-1"]), ("reboot", "/host")]
+def test_only_resets_and_reboots_are_maintenance():
+    assert not gpu_faults.is_maintenance(pod(["chroot", "/run/nvidia/driver", "nvidia-smi"]))
+    assert not gpu_faults.is_maintenance(pod(["sleep", "3600"]))
+    assert gpu_faults.is_maintenance(pod(reset("0")))
+    assert gpu_faults.is_maintenance(pod(["set", "-e"], ["chroot /host systemctl reboot"], shell=True))
 
 
 def test_a_reset_clears_the_resettable_fault_of_its_gpu_only_and_is_recorded():
@@ -181,8 +184,8 @@ def test_a_reset_fails_in_use_while_anything_holds_the_gpus_and_clears_nothing()
 
 
 def test_a_lost_gpu_or_a_permanent_fault_fails_the_reset_and_stops_the_script():
-    lost = run(pod(reset("1"), reset("2"), shell=True), [fault(1, 79), fault(2, 48)])
-    assert lost.exit_code == gpu_faults.EXIT_GPU_LOST and not lost.cleared
+    lost = run(pod(reset("1") + ["||", "exit", "3"], reset("2"), shell=True), [fault(1, 79), fault(2, 48)])
+    assert lost.exit_code == 3 and not lost.cleared
     assert "GPU is lost.  Reboot the system to recover this GPU" in lost.output[0]
     assert [r["result"] for r in lost.resets] == ["gpu_lost"]  # the script stopped before GPU 2
     permanent = run(pod(reset("2")), [fault(2, 48, permanent=True)])
@@ -192,9 +195,11 @@ def test_a_lost_gpu_or_a_permanent_fault_fails_the_reset_and_stops_the_script():
     assert gpu_faults.FAULTS_ANNOTATION not in values
 
 
-def test_a_reset_needs_the_drivers_root_the_driver_privileges_and_a_known_gpu():
-    assert run(pod(reset("0", root="/host")), []).exit_code == 127
-    assert run(pod(reset("0", root="/host")), [], root=gpu_faults.HOST_ROOT).exit_code == 0
+def test_a_reset_needs_the_drivers_root_mounted_the_driver_privileges_and_a_known_gpu():
+    assert run(pod(reset("0", root="/host")), []).exit_code == 125  # not mounted
+    assert run(pod(reset("0", root="/host"), host_mount=True), []).exit_code == 127  # no driver under the host's /
+    assert run(pod(reset("0", root="/host"), host_mount=True), [], driver_root="/").exit_code == 0
+    assert run(pod(["nvidia-smi", "-r", "-i", "0"]), []).output == ["sh: nvidia-smi: not found"]
     assert run(pod(reset("0")), [], driver_ready=False).exit_code == gpu_faults.EXIT_NO_DRIVER
     assert run(pod(reset("0"), privileged=False), []).exit_code == gpu_faults.EXIT_NO_PERMISSION
     assert run(pod(reset("GPU-nope")), []).output == ["No devices were found"]
@@ -202,11 +207,34 @@ def test_a_reset_needs_the_drivers_root_the_driver_privileges_and_a_known_gpu():
     assert everything.cleared == {0, 1, 2, 3} and len(everything.resets) == 4
 
 
+def test_the_remediations_reset_job_resets_its_gpus_in_order_and_stops_at_the_first_refused():
+    uuids = [gpu_faults.gpu_uuid(NODE, 1), gpu_faults.gpu_uuid(NODE, 2)]
+    job = jobs.reset_job(NODE, uuids, "gpu", "example.test/sim/tools:1", "remediation")
+    reset_pod = dict(job["spec"]["template"], metadata={"name": "p", "namespace": "gpu", "uid": "u"})
+    assert gpu_faults.is_maintenance(reset_pod)
+    done = run(reset_pod, [fault(1, 48), fault(2, 119), fault(3, 48)])
+    assert (done.exit_code, done.cleared) == (0, {1, 2})
+    assert done.output[-1] == "reset: %s" % " ".join(uuids)
+    refused = run(reset_pod, [fault(1, 48)], holders=["gpu/nvidia-dcgm-exporter-x"])
+    assert refused.exit_code == 1 and not refused.cleared
+    assert jobs.reset_outcome(False, "\n".join(refused.output))[0] == "refused"
+    assert [r["uuid"] for r in refused.resets] == uuids[:1]
+    lost = run(reset_pod, [fault(1, 79)])
+    assert jobs.reset_outcome(False, "\n".join(lost.output))[0] == "failed"
+    # On a pre-installed driver the Job mounts the host's / at /host and chroots there.
+    host = jobs.reset_job(NODE, uuids, "gpu", "example.test/sim/tools:1", "remediation", driver_root="/")
+    host_pod = dict(host["spec"]["template"], metadata={"name": "p", "namespace": "gpu", "uid": "u"})
+    assert run(host_pod, [fault(1, 48)], driver_root="/").cleared == {1, 2}
+
+
 def test_a_reboot_needs_the_hosts_root_and_a_boot_clears_all_but_permanent_faults():
-    assert run(pod(["chroot", "/host", "systemctl", "reboot"], host_mount=True), []).reboot
+    job = jobs.reboot_job(NODE, "gpu", "example.test/sim/tools:1", "remediation")
+    reboot_pod = dict(job["spec"]["template"], metadata={"name": "p", "namespace": "gpu", "uid": "u"})
+    assert gpu_faults.is_maintenance(reboot_pod)
+    assert run(reboot_pod, []).reboot
     assert run(pod(["chroot", "/host", "reboot"], host_mount=True), []).reboot
     no_mount = run(pod(["chroot", "/host", "systemctl", "reboot"]), [])
-    assert not no_mount.reboot and no_mount.exit_code == 1
+    assert not no_mount.reboot and no_mount.exit_code == 125
     assert not run(pod(["systemctl", "reboot"], host_mount=True), []).reboot
     faults = [fault(0, 79), fault(1, 48), fault(2, 48, permanent=True)]
     values = gpu_faults.after_boot({gpu_faults.FAULTS_ANNOTATION: json.dumps(faults)}, "boot-2", 60)

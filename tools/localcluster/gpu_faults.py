@@ -17,13 +17,13 @@ of them, and what a GPU reset and a reboot do to them.
   0 without a fault), DCGM_FI_DEV_ROW_REMAP_FAILURE (1 while it has an XID 64 fault) and
   DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS (its faults of XID 48 or 63), labelled as dcgm-exporter labels them and as
   a scrape adds the exporter pod's namespace, pod and container.
-- A GPU reset: a pod running `nvidia-smi -r` (--gpu-reset; -i by UUID, index or bus ID, else every GPU) through
-  `chroot` into the node's driver root (/run/nvidia/driver for a driver container, /host for a pre-installed driver),
-  privileged, with the driver Ready, in a command or a `sh -c` script of several lines (-pm and -q lines succeed, the
-  script stops at the first that fails). It fails "in use by another process" while anything holds the node's GPUs
-  (the simulator says what: pods requesting GPUs or holding claims, running GPU operands); a GPU lost (XID 79) or a
-  permanent fault fails too and nothing clears; otherwise the GPU's faults clear. Each attempt on a GPU is recorded
-  in RESETS_ANNOTATION ({uuid, time, result}).
+- A GPU reset: a pod whose script (shell.py plays it: functions, loops, variables, && and ||) runs `nvidia-smi -r`
+  (--gpu-reset; -i by UUID, index or bus ID, else every GPU) through `chroot` into a directory the pod mounts from
+  the host's driver root (/run/nvidia/driver for a driver container, / for a pre-installed driver), privileged, with
+  the driver Ready; -pm and -q succeed but on a GPU lost. It fails "in use by another process" while anything holds
+  the node's GPUs (the simulator says what: pods requesting GPUs or holding claims, running GPU operands); a GPU lost
+  (XID 79) or a permanent fault fails too and nothing clears; otherwise the GPU's faults clear. Each attempt on a GPU
+  is recorded in RESETS_ANNOTATION ({uuid, time, result}).
 - A reboot: a privileged pod running `chroot /host systemctl reboot` (or reboot, shutdown -r) with the host's / at
   /host, as `oc debug node/<name>` does, completes; the node then reboots in place (kernel.py). Every boot of a node
   (kernel.py, mco.py) clears its faults but the permanent ones and is recorded in REBOOTS_ANNOTATION ({time, boot_id}).
@@ -42,7 +42,7 @@ from pathlib import Path
 import kubernetes
 from kubernetes.client.rest import ApiException
 
-from . import api, dra, fleet
+from . import api, dra, fleet, shell
 
 FAULTS_ANNOTATION = "sim.accelerators.gpu/gpu-faults"
 RESETS_ANNOTATION = "sim.accelerators.gpu/gpu-resets"
@@ -54,17 +54,16 @@ ROW_REMAP_FAILURE_XIDS = frozenset({64})
 REMAPPED_ROW_XIDS = frozenset({48, 63})
 METRICS = ("DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_ROW_REMAP_FAILURE", "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS")
 DRIVER_CONTAINER_ROOT = "/run/nvidia/driver"
-HOST_ROOT = "/host"
 # nvidia-smi's return values (nvidia-smi(1)).
 EXIT_NO_PERMISSION, EXIT_NOT_FOUND, EXIT_NO_DRIVER, EXIT_GPU_LOST, EXIT_OTHER = 4, 6, 9, 15, 255
 IN_USE = ("GPU %s is currently in use by another process.\n\n1 device is currently being used by one or more other "
           "processes (e.g., Fabric Manager, CUDA application, graphics application such as an X server, or a "
           "monitoring application such as another instance of nvidia-smi). Please first kill all processes using "
           "this device and all compute applications running in the system.")
+GPU_LOST = "Unable to determine the device handle for GPU %s: GPU is lost.  Reboot the system to recover this GPU"
 NO_DRIVER = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest "
              "NVIDIA driver is installed and running.")
 SHELLS = ("sh", "bash", "ash", "dash")
-REBOOT_COMMANDS = (("systemctl", "reboot"), ("reboot",), ("shutdown", "-r"))
 
 
 class FaultError(ValueError):
@@ -314,51 +313,25 @@ def prometheus_url(cluster):
 
 
 # -- GPU resets and reboots by pods ---------------------------------------------------------------------
-def _commands(container):
-    """The simple commands a container runs: its argv, or the lines of a `sh -c` script (split at ;, && and ||)."""
-    argv = (container.get("command") or []) + (container.get("args") or [])
-    if len(argv) >= 3 and argv[0].rsplit("/", 1)[-1] in SHELLS and argv[1].startswith("-") and "c" in argv[1]:
-        commands = []
-        for part in re.split(r"\n|;|&&|\|\|", argv[2]):
-            try:
-                tokens = shlex.split(part, comments=True)
-            except ValueError:
-                continue
-            if tokens:
-                commands.append(tokens)
-        return commands
-    return [argv] if argv else []
+def _argv(container):
+    return (container.get("command") or []) + (container.get("args") or [])
 
 
-def _step(tokens):
-    """("nvidia-smi", chroot directory or None, arguments), ("reboot", chroot directory or None), or None."""
-    tokens = [token for token in tokens if token != "exec"]
-    root = None
-    if tokens and tokens[0].rsplit("/", 1)[-1] == "chroot" and len(tokens) > 2:
-        root, tokens = tokens[1].rstrip("/") or "/", tokens[2:]
-    if not tokens:
-        return None
-    name = tokens[0].rsplit("/", 1)[-1]
-    if name == "nvidia-smi":
-        return ("nvidia-smi", root, tokens[1:])
-    if any((name,) + tuple(tokens[1:len(command)]) == command for command in REBOOT_COMMANDS):
-        return ("reboot", root)
-    return None
+def _is_shell(argv):
+    return len(argv) >= 3 and argv[0].rsplit("/", 1)[-1] in SHELLS and argv[1].startswith("-") and "c" in argv[1]
 
 
-def maintenance_steps(pod):
-    """The nvidia-smi and reboot steps of a pod's containers, in order; none for a pod that neither resets a GPU nor
-    reboots (nvidia-smi queries alone, as the validations run, are no maintenance)."""
-    steps = []
+def is_maintenance(pod):
+    """Whether a pod's containers reset a GPU (nvidia-smi -r) or reboot the host, by the words they run; a pod
+    running only nvidia-smi queries, as the validations do, is none."""
     for container in pod["spec"].get("containers") or []:
-        steps.extend(step for step in map(_step, _commands(container)) if step)
-    if any(step[0] == "reboot" or _is_reset(step[2]) for step in steps):
-        return steps
-    return []
-
-
-def _is_reset(arguments):
-    return any(argument in ("-r", "--gpu-reset") for argument in arguments)
+        argv = _argv(container)
+        words = set(shell.tokens(argv[2]) if _is_shell(argv) else argv)
+        names = {word.rsplit("/", 1)[-1] for word in words}
+        if ("nvidia-smi" in names and words & {"-r", "--gpu-reset"}) or "reboot" in names \
+                or {"shutdown", "-r"} <= names:
+            return True
+    return False
 
 
 def _targets(arguments):
@@ -380,91 +353,121 @@ def _gpu_index(node_name, count, target):
     return None
 
 
-class Outcome:
-    """What a maintenance pod did: its exit code and output, the GPUs whose faults cleared, the reset records, and
-    whether it rebooted the node."""
+class Maintenance:
+    """A pod resetting GPUs or rebooting its node, played on one node: run() gives its exit code and output, and
+    leaves the GPUs whose faults cleared, the reset records and whether the node reboots.
 
-    def __init__(self):
-        self.exit_code, self.output, self.cleared, self.resets, self.reboot = 0, [], set(), [], False
+    count: the node's GPUs, with these faults; holders: what holds its GPUs ("namespace/name" of pods); driver_root:
+    where the node's driver is on the host (/run/nvidia/driver for a driver container, / for a pre-installed one);
+    driver_ready: whether it answers."""
 
-    def fail(self, code, message):
-        self.exit_code = code
-        self.output.append(message)
-        return self
+    def __init__(self, pod, node_name, count, faults, holders, driver_root, driver_ready, now):
+        self.pod, self.node_name, self.count, self.faults = pod, node_name, count, faults
+        self.holders, self.driver_root, self.driver_ready, self.now = holders, driver_root, driver_ready, now
+        self.privileged = all((c.get("securityContext") or {}).get("privileged") for c in pod["spec"]["containers"])
+        self.cleared, self.resets, self.reboot = set(), [], False
 
+    def run(self):
+        """(exit code, output lines) of the pod's containers, run in turn until one fails."""
+        output = []
+        for container in self.pod["spec"]["containers"]:
+            argv = _argv(container)
+            script = shell.Shell(lambda sh, words, c=container: self.command(sh, words, c), argv[3:])
+            code = script.run(argv[2] if _is_shell(argv) else shlex.join(argv))
+            output.extend(script.output)
+            if code or self.reboot:
+                return code, output
+        return 0, output
 
-def run_maintenance(pod, node_name, count, faults, holders, driver_root, driver_ready, now):
-    """Runs the pod's steps (maintenance_steps) on the node: count GPUs with these faults; holders: what holds its
-    GPUs ("namespace/name" of pods); driver_root: where the node's driver is as the pod must chroot into it
-    (DRIVER_CONTAINER_ROOT, or HOST_ROOT for a pre-installed driver); driver_ready: whether the driver answers."""
-    outcome = Outcome()
-    privileged = all(((c.get("securityContext") or {}).get("privileged")) for c in pod["spec"]["containers"])
-    host_mounted = _mounts_host_root(pod)
-    for step in maintenance_steps(pod):
-        if step[0] == "reboot":
-            if step[1] != HOST_ROOT or not host_mounted or not privileged:
-                return outcome.fail(1, "System has not been booted with systemd as init system (PID 1). Can't operate."
-                                    if step[1] is None else "chroot: cannot change root directory to '%s': "
-                                    "No such file or directory" % step[1])
-            outcome.output.append("rebooting node %s" % node_name)
-            outcome.reboot = True
-            return outcome
-        _kind, root, arguments = step
-        if root != driver_root:
-            return outcome.fail(127, "chroot: failed to run command 'nvidia-smi': No such file or directory"
-                                if root else "nvidia-smi: command not found (the driver is under %s)" % driver_root)
-        if not driver_ready:
-            return outcome.fail(EXIT_NO_DRIVER, NO_DRIVER)
-        if not _is_reset(arguments):
-            continue  # a query or persistence mode: nothing the simulation changes
+    def command(self, sh, argv, container, root=None):
+        """One command of the pod, under root: the host's directory it chrooted into (None: its own image)."""
+        name = argv[0].rsplit("/", 1)[-1]
+        if name == "chroot" and len(argv) > 2:
+            host = _host_path(self.pod, container, argv[1])
+            if host is None:
+                sh.output.append("chroot: cannot change root directory to '%s': No such file or directory" % argv[1])
+                return 125
+            return self.command(sh, argv[2:], container, host)
+        if name == "nvidia-smi":
+            if root != self.driver_root:
+                sh.output.append("chroot: failed to run command 'nvidia-smi': No such file or directory" if root
+                                 else "sh: nvidia-smi: not found")
+                return 127
+            return self.nvidia_smi(sh, argv[1:])
+        if (name == "systemctl" and argv[1:2] == ["reboot"]) or name == "reboot" or (
+                name == "shutdown" and "-r" in argv):
+            if root != "/" or not self.privileged:
+                sh.output.append("System has not been booted with systemd as init system (PID 1). Can't operate.")
+                return 1
+            sh.output.append("rebooting node %s" % self.node_name)
+            self.reboot = True
+            return 0
+        return 0  # anything else (sleep, cat...) changes nothing the simulation plays
+
+    def nvidia_smi(self, sh, arguments):
+        if not self.driver_ready:
+            sh.output.append(NO_DRIVER)
+            return EXIT_NO_DRIVER
         targets = _targets(arguments)
-        indices = list(range(count)) if targets is None else [_gpu_index(node_name, count, t) for t in targets]
+        indices = list(range(self.count)) if targets is None else [
+            _gpu_index(self.node_name, self.count, target) for target in targets]
         if None in indices or not indices:
-            return outcome.fail(EXIT_NOT_FOUND, "No devices were found")
-        if not privileged:
-            return outcome.fail(EXIT_NO_PERMISSION, "Unable to reset GPU %s: Insufficient Permissions"
-                                % pci_bus_id(indices[0]))
-        if _reset(outcome, node_name, indices, faults, holders, now):
-            return outcome
-    return outcome
+            sh.output.append("No devices were found")
+            return EXIT_NOT_FOUND
+        if not {"-r", "--gpu-reset"} & set(arguments):
+            # A query or persistence mode: it fails only on a GPU lost.
+            lost = [index for index in indices if "reboot" in self._clearing(index)]
+            for index in lost:
+                sh.output.append(GPU_LOST % pci_bus_id(index))
+            return EXIT_GPU_LOST if lost else 0
+        if not self.privileged:
+            sh.output.append("Unable to reset GPU %s: Insufficient Permissions" % pci_bus_id(indices[0]))
+            return EXIT_NO_PERMISSION
+        return self._reset(sh, indices)
+
+    def _clearing(self, index):
+        return {clears_with(fault) for fault in self.faults if fault["gpu"] == index and index not in self.cleared}
+
+    def _reset(self, sh, indices):
+        code = 0
+        for index in indices:
+            record = {"uuid": gpu_uuid(self.node_name, index), "time": stamp(self.now)}
+            kinds = self._clearing(index)
+            if "reboot" in kinds:
+                self.resets.append(dict(record, result="gpu_lost"))
+                sh.output.append(GPU_LOST % pci_bus_id(index))
+                code = EXIT_GPU_LOST
+            elif self.holders:
+                self.resets.append(dict(record, result="in_use"))
+                sh.output.append(IN_USE % pci_bus_id(index))
+                code = EXIT_OTHER
+            elif "never" in kinds:
+                self.resets.append(dict(record, result="unknown_error"))
+                sh.output.append("Unable to reset GPU %s: Unknown Error" % pci_bus_id(index))
+                code = EXIT_OTHER
+            else:
+                self.resets.append(dict(record, result="success"))
+                self.cleared.add(index)
+                sh.output.append("GPU %s was successfully reset." % pci_bus_id(index))
+        if code and self.holders:
+            # Not nvidia-smi's: what the simulation found holding the GPUs.
+            sh.output.append("(simulator: held by %s)" % ", ".join(sorted(self.holders)))
+        elif not code:
+            sh.output.append("All done.")
+        return code
 
 
-def _reset(outcome, node_name, indices, faults, holders, now):
-    """One `nvidia-smi -r`: True when it failed (the script stops)."""
-    failed = False
-    for index in indices:
-        record = {"uuid": gpu_uuid(node_name, index), "time": stamp(now)}
-        kinds = {clears_with(fault) for fault in faults if fault["gpu"] == index}
-        if "reboot" in kinds:
-            outcome.resets.append(dict(record, result="gpu_lost"))
-            outcome.output.append("Unable to determine the device handle for GPU %s: GPU is lost.  Reboot the "
-                                  "system to recover this GPU" % pci_bus_id(index))
-            outcome.exit_code, failed = EXIT_GPU_LOST, True
-        elif holders:
-            outcome.resets.append(dict(record, result="in_use"))
-            outcome.output.append(IN_USE % pci_bus_id(index))
-            outcome.exit_code, failed = EXIT_OTHER, True
-        elif "never" in kinds:
-            outcome.resets.append(dict(record, result="unknown_error"))
-            outcome.output.append("Unable to reset GPU %s: Unknown Error" % pci_bus_id(index))
-            outcome.exit_code, failed = EXIT_OTHER, True
-        else:
-            outcome.resets.append(dict(record, result="success"))
-            outcome.cleared.add(index)
-            outcome.output.append("GPU %s was successfully reset." % pci_bus_id(index))
-    if holders and failed:
-        # Not nvidia-smi's: what the simulation found holding the GPUs.
-        outcome.output.append("(simulator: held by %s)" % ", ".join(sorted(holders)))
-    if not failed:
-        outcome.output.append("All done.")
-    return failed
-
-
-def _mounts_host_root(pod):
-    host_root = {volume["name"] for volume in pod["spec"].get("volumes") or []
-                 if (volume.get("hostPath") or {}).get("path") == "/"}
-    return any(mount.get("name") in host_root and mount.get("mountPath", "").rstrip("/") == HOST_ROOT
-               for container in pod["spec"]["containers"] for mount in container.get("volumeMounts") or [])
+def _host_path(pod, container, directory):
+    """The host's directory a container sees at directory (through a hostPath mount of it or of a parent), or
+    None."""
+    volumes = {volume["name"]: (volume.get("hostPath") or {}).get("path")
+               for volume in pod["spec"].get("volumes") or []}
+    wanted = directory.rstrip("/") or "/"
+    for mount in container.get("volumeMounts") or []:
+        host, at = volumes.get(mount.get("name")), (mount.get("mountPath") or "").rstrip("/") or "/"
+        if host and (wanted == at or wanted.startswith(at + "/")):
+            return (host.rstrip("/") + wanted[len(at):]) or "/"
+    return None
 
 
 def after_maintenance(annotations, outcome):

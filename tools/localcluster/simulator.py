@@ -723,7 +723,7 @@ class Simulator:
                 if problem:
                     state, (reason, message) = "waiting", problem
             exit_code = 1
-            if state in ("ready", "succeeded") and gpu_faults.maintenance_steps(pod):
+            if state in ("ready", "succeeded") and gpu_faults.is_maintenance(pod):
                 state, reason, message, exit_code = self.maintain(pod, node, ready, pods)
             failing = {}
             if state == "ready" and component(pod) == DRIVER:
@@ -762,7 +762,7 @@ class Simulator:
         self.publish_validation_files(node, files)
 
     def maintain(self, pod, node, ready, pods):
-        """A pod resetting GPUs with nvidia-smi or rebooting the node (gpu_faults.run_maintenance), run once: its
+        """A pod resetting GPUs with nvidia-smi or rebooting the node (gpu_faults.Maintenance), run once: its
         (state, reason, message, exit code). Its effects on the node are written at once: faults cleared, resets
         recorded, a reboot requested."""
         uid = pod["metadata"]["uid"]
@@ -775,10 +775,10 @@ class Simulator:
         now = time.time()
         # The node as it is now: a fault injected a moment ago may not have reached the informer.
         faults = gpu_faults.faults_of(self.core.read_node(node_name).metadata.annotations)
-        done = gpu_faults.run_maintenance(
+        done = gpu_faults.Maintenance(
             pod, node_name, int((hw.get("gpu") or {}).get("count") or 0), faults, holders,
-            gpu_faults.HOST_ROOT if hw.get("host_driver") else gpu_faults.DRIVER_CONTAINER_ROOT, DRIVER in ready,
-            now)
+            "/" if hw.get("host_driver") else gpu_faults.DRIVER_CONTAINER_ROOT, DRIVER in ready, now)
+        exit_code, output = done.run()
 
         def change(annotations):
             values = gpu_faults.after_maintenance(annotations, done)
@@ -786,12 +786,11 @@ class Simulator:
                 values[REBOOT_REQUEST_ANNOTATION] = "%.3f" % (now + SHUTDOWN_SECONDS)
             return values
         gpu_faults.update_node_annotations(self.core, node_name, change)
-        message = "\n".join(done.output)
-        result = ("failed", "Error", message, done.exit_code) if done.exit_code else (
-            "succeeded", "Completed", message, 0)
+        message = "\n".join(output)
+        result = ("failed", "Error", message, exit_code) if exit_code else ("succeeded", "Completed", message, 0)
         self.maintained[uid] = result
         LOG.info("node %s: pod %s/%s %s (exit %d): %s", node_name, pod["metadata"]["namespace"],
-                 pod["metadata"]["name"], result[0], done.exit_code, message.replace("\n", " "))
+                 pod["metadata"]["name"], result[0], exit_code, message.replace("\n", " "))
         return result
 
     def gpu_series(self):
