@@ -14,6 +14,7 @@ import gpu_fleet
 from ansible_collections.accelerators.gpu.plugins.module_utils.remediation import jobs
 from conftest import wait_for
 from localcluster import gpu_faults
+from playbook import run
 
 DRIVER_ROOT = "/run/nvidia/driver"
 # The GPU Operator's deploy labels that keep the operands on a node; setting them false stops them, as a remediation
@@ -120,6 +121,15 @@ def test_an_xid_takes_the_gpu_out_and_a_reset_clears_it_once_nothing_holds_it(cl
     assert failing["uuid"] == gpu_faults.gpu_uuid(node, 1) and failing["pci_bus_id"] == "00000000:29:00.0"
     wait_for(lambda: gpus(cluster, node) == (2, 1), message="GPU 1 out of allocatable")
     assert xid_errors(cluster, node) == {0: 13, 1: 48}
+    # The collection's reader of GPU health finds both through the simulated Prometheus.
+    health = run(cluster, "accelerators.gpu.gpu_health", {
+        "label_selector": gpu_fleet.selector(spec), "prometheus_url": gpu_faults.prometheus_url(cluster)})
+    assert not health.get("failed"), health
+    [record] = health["gpu_health"]
+    assert [(f["gpu_uuid"], f["xid"], f["source"], f["action"]) for f in record["faults"]
+            if f["source"] == "prometheus"] == [(application["uuid"], 13, "prometheus", "none"),
+                                                (failing["uuid"], 48, "prometheus", "reset")]
+    assert record["action"] == "reset"
 
     # The device plugin and the exporter hold the GPUs: the reset fails as nvidia-smi does, nothing clears.
     phase, code, message = reset(cluster, namespace, node, "reset-in-use", failing["uuid"])
