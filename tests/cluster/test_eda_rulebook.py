@@ -66,8 +66,8 @@ class Rulebook:
             return handle.read()
 
     def running(self):
-        assert self.process.poll() is None, "ansible-rulebook ended (rc %s):\n%s" % (self.process.returncode,
-                                                                                   self.text())
+        assert self.process.poll() is None, "ansible-rulebook ended (rc %s):\n%s" % (
+            self.process.returncode, self.text())
         return True
 
     def events(self):

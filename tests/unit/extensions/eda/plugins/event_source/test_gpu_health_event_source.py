@@ -67,14 +67,14 @@ def test_a_new_fault_is_an_event_once_and_a_changed_one_again():
 
 def test_a_node_seen_healthy_is_forgotten_so_its_next_fault_is_an_event():
     failing = health({"a": 1}, {"a": [xid(1, UUID_1, 48)]})
-    _, seen = gpu_health.changed_faults({}, failing)
-    _, seen = gpu_health.changed_faults(seen, health())
-    assert seen == {}
-    assert [r["node"] for r in gpu_health.changed_faults(seen, failing)[0]] == ["a"]
+    seen = gpu_health.changed_faults({}, failing)[1]
+    events, forgotten = gpu_health.changed_faults(seen, health())
+    assert (events, forgotten) == ([], {})
+    assert [r["node"] for r in gpu_health.changed_faults(forgotten, failing)[0]] == ["a"]
 
 
 def test_application_errors_are_events_for_the_rules_that_report_them():
-    events, _ = gpu_health.changed_faults({}, health(samples={"b": [xid(0, UUID_0, 13)]}))
+    events = gpu_health.changed_faults({}, health(samples={"b": [xid(0, UUID_0, 13)]}))[0]
     assert [(r["node"], r["healthy"], r["action"]) for r in events] == [("b", True, "none")]
 
 
@@ -103,6 +103,6 @@ def test_watch_puts_the_events_of_each_poll_and_goes_on_through_a_failed_read():
     queue = asyncio.Queue()
     with pytest.raises(Polls.Done):
         asyncio.run(gpu_health.watch(queue, read, "gpu-prod-1", 0.001))
-    events = [queue.get_nowait() for _ in range(queue.qsize())]
+    events = [queue.get_nowait() for index in range(queue.qsize())]
     assert [(e["cluster"], e["gpu_health"]["node"], e["gpu_health"]["action"]) for e in events] == [
         ("gpu-prod-1", "a", "reset"), ("gpu-prod-1", "b", "reboot")]
