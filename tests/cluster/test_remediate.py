@@ -1,0 +1,158 @@
+"""The remediate playbook against the local control plane and the simulator's failing GPUs (gpu_faults.py): XID 48
+on one GPU of a node running a GPU workload under a PodDisruptionBudget is taken through quarantine, drain, reset,
+validation and back, the other node untouched; --check prints the plan and writes nothing."""
+
+import json
+import os
+
+import kubernetes
+import pytest
+
+from conftest import wait_for
+from gpu_fleet import RHCOS_416
+from localcluster import api, gpu_faults
+from test_deploy import fleet_variables, gpu_fleet, playbook
+from test_driver_rollout import audit_events
+
+GPU = "nvidia.com/gpu"
+STATE = "accelerators.gpu/gpu-remediation-state"
+RECORD = "accelerators.gpu/gpu-remediation"
+TAINT = "accelerators.gpu/gpu-remediation"
+PLUGIN = "app.kubernetes.io/component=nvidia-device-plugin"
+
+
+@pytest.fixture(scope="module")
+def stack(cluster):
+    """(faulty node, other node, namespace, variables, workloads namespace, fault): two GPU nodes with the stack
+    deployed, a GPU workload under a PodDisruptionBudget on the first, and XID 48 on its GPU 1."""
+    from localcluster import fleet as fleets
+    gpu = {"gpu": {"product": "NVIDIA-A100-SXM4-80GB", "count": 2}}
+    spec = gpu_fleet(dict(gpu, name="gpu", count=2, os={"rhcos": RHCOS_416}))
+    made = fleets.Fleet(cluster.client, spec, prefix="rem-%s-" % os.urandom(2).hex()).apply().wait_ready()
+    faulty, other = sorted(made.node_names)
+    namespace = "t-remediate-" + os.urandom(2).hex()
+    variables = dict(fleet_variables(namespace, spec, container_toolkit_validate=False,
+                                     device_plugin_validate_workload=False), common_wait_timeout=120)
+    playbook(cluster, "deploy", variables).succeeded()
+    workloads = "t-rem-workloads-" + os.urandom(2).hex()
+    cluster.core.create_namespace({"metadata": {"name": workloads}})
+    start_workload(cluster, workloads, faulty)
+    fault = gpu_faults.inject_xid(cluster.client, faulty, 1, 48)
+    wait_for(lambda: gpus(cluster, faulty) == (2, 1), message="GPU 1 of %s out of allocatable" % faulty)
+    yield faulty, other, namespace, variables, workloads, fault
+    cluster.core.delete_namespace(workloads)
+    cluster.core.delete_namespace(namespace)
+    made.delete()
+
+
+def start_workload(cluster, workloads, node):
+    """A Deployment of one GPU pod on the node, guarded by a PodDisruptionBudget that allows one disruption."""
+    labels = {"app": "train"}
+    cluster.apps.create_namespaced_deployment(workloads, {"metadata": {"name": "train"}, "spec": {
+        "replicas": 1, "selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "tolerations": [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [{"name": "train", "image": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0",
+                            "resources": {"limits": {GPU: "1"}}}]}}}})
+    kubernetes.client.PolicyV1Api(cluster.client).create_namespaced_pod_disruption_budget(workloads, {
+        "metadata": {"name": "train"}, "spec": {"maxUnavailable": 1, "selector": {"matchLabels": labels}}})
+    wait_for(lambda: running(cluster, workloads), timeout=120, message="the GPU workload running on " + node)
+
+
+def running(cluster, workloads):
+    return [p for p in cluster.core.list_namespaced_pod(workloads).items
+            if p.status.phase == "Running" and not p.metadata.deletion_timestamp]
+
+
+def gpus(cluster, node):
+    """(capacity, allocatable) nvidia.com/gpu of the node."""
+    status = cluster.core.read_node(node).status
+    return tuple(int((resources or {}).get(GPU, 0)) for resources in (status.capacity, status.allocatable))
+
+
+def health(cluster, faulty, other, fault):
+    """The health records of the two nodes, as accelerators.gpu.gpu_health gives them."""
+    records = []
+    for name in (faulty, other):
+        capacity, allocatable = gpus(cluster, name)
+        faults = [{"gpu_uuid": fault["uuid"], "pci_bus_id": fault["pci_bus_id"], "gpu_index": fault["gpu"],
+                   "xid": 48, "source": "dcgm-exporter", "action": "reset", "message": "double-bit ECC error"}] \
+            if name == faulty else []
+        records.append({"node": name, "healthy": not faults, "action": "reset" if faults else "none",
+                        "gpus": {"capacity": capacity, "allocatable": allocatable}, "faults": faults,
+                        "unschedulable": False, "labels": {}, "taints": []})
+    return records
+
+
+def node_view(cluster, name):
+    """What must not change on a node left alone: labels, annotations, taints, schedulability, its pods."""
+    node = cluster.core.read_node(name)
+    pods = sorted(p.metadata.uid for p in cluster.core.list_pod_for_all_namespaces(
+        field_selector="spec.nodeName=" + name).items)
+    taints = sorted((t.key, t.value, t.effect) for t in node.spec.taints or [])
+    return node.metadata.labels, node.metadata.annotations, taints, bool(node.spec.unschedulable), pods
+
+
+def annotation(cluster, node, key):
+    return json.loads((cluster.core.read_node(node).metadata.annotations or {}).get(key) or "[]")
+
+
+def test_check_mode_prints_the_plan_and_writes_nothing(cluster, stack):
+    faulty, other, namespace, variables, _workloads, fault = stack
+    before = api.object_names(cluster.client), node_view(cluster, faulty), node_view(cluster, other)
+    checked = playbook(cluster, "remediate", dict(variables, remediation_health=health(
+        cluster, faulty, other, fault)), check=True).succeeded()
+    [shown] = [result["msg"] for name, result in checked.results if name.endswith("Show the plan")]
+    assert shown[0] == "Check mode, nothing changes."
+    assert shown[1].startswith("cluster localhost, node %s: no state -> quarantine, then drain-required; GPUs %s "
+                               "(PCI %s); XIDs 48" % (faulty, fault["uuid"], fault["pci_bus_id"])), shown
+    assert (api.object_names(cluster.client), node_view(cluster, faulty), node_view(cluster, other)) == before
+
+
+def test_xid_48_is_quarantined_drained_reset_validated_and_returned_the_other_node_untouched(cluster, stack):
+    faulty, other, namespace, variables, workloads, fault = stack
+    other_before = node_view(cluster, other)
+    [workload] = running(cluster, workloads)
+    plugin_before = [p.metadata.uid for p in cluster.core.list_namespaced_pod(namespace, label_selector=PLUGIN).items
+                     if p.spec.node_name == faulty]
+
+    run = playbook(cluster, "remediate", dict(variables, remediation_health=health(cluster, faulty, other, fault),
+                                              remediation_poll_interval=0.5))
+    run.succeeded()
+    print("remediate: %.1f s" % run.seconds)
+
+    node = cluster.core.read_node(faulty)
+    record = json.loads(node.metadata.annotations[RECORD])
+    # Returned: done, uncordoned, the taint off, its GPUs all allocatable.
+    assert node.metadata.labels[STATE] == "done"
+    assert not node.spec.unschedulable
+    assert TAINT not in [t.key for t in node.spec.taints or []]
+    assert gpus(cluster, faulty) == (2, 2)
+    assert (record["gpu_uuids"], record["pci_bus_ids"], record["xids"]) == ([fault["uuid"]], [fault["pci_bus_id"]],
+                                                                              [48])
+    assert [(a["action"], a["result"]) for a in record["attempts"]] == [("reset", "succeeded")]
+    # One reset, on that GPU only; its fault cleared.
+    assert [(r["uuid"], r["result"]) for r in annotation(cluster, faulty, gpu_faults.RESETS_ANNOTATION)] == [
+        (fault["uuid"], "success")]
+    assert annotation(cluster, faulty, gpu_faults.FAULTS_ANNOTATION) == []
+    # The workload left through the Eviction API (its PodDisruptionBudget consulted), never deleted.
+    deleted, evicted = audit_events(cluster, workloads)
+    assert evicted == {workload.metadata.name: 1} and not deleted
+    # The operands were stopped and came back: a new device plugin pod, and the deploy labels back to true.
+    plugin_after = [p.metadata.uid for p in cluster.core.list_namespaced_pod(namespace, label_selector=PLUGIN).items
+                    if p.spec.node_name == faulty]
+    assert plugin_after and set(plugin_after).isdisjoint(plugin_before)
+    assert "paused-for-gpu-reset" not in node.metadata.labels.values()
+    # The CUDA validation of this attempt passed on that node.
+    jobs = cluster.batch.list_namespaced_job(namespace, label_selector="accelerators.gpu/validation=gpu-remediation-cuda")
+    assert [(j.metadata.annotations["accelerators.gpu/node"], j.status.succeeded) for j in jobs.items] == [
+        (faulty, 1)]
+    # The report names the node, the GPU, its PCI bus ID and the XID.
+    [report] = [result["msg"] for name, result in run.results if name.endswith("Report each node of the wave")]
+    assert "cluster localhost, node %s: done; GPUs %s (PCI %s); XIDs 48." % (
+        faulty, fault["uuid"], fault["pci_bus_id"]) in " ".join(report.split()), report
+    # The other node is as it was.
+    assert node_view(cluster, other) == other_before
+    # The workload comes back on the returned node.
+    wait_for(lambda: [p for p in running(cluster, workloads) if p.spec.node_name == faulty], timeout=60,
+             message="the workload back on " + faulty)
