@@ -1,6 +1,7 @@
 """The remediate playbook against the local control plane and the simulator's failing GPUs (gpu_faults.py): XID 48
-on one GPU of a node running a GPU workload under a PodDisruptionBudget is taken through quarantine, drain, reset,
-validation and back, the other node untouched; --check prints the plan and writes nothing."""
+on one GPU of a node running a GPU workload under a PodDisruptionBudget is taken through quarantine, drain (the
+budget holding the eviction until it allows it), reset, validation and back, the other node untouched; --check
+prints the plan and writes nothing."""
 
 import json
 import os
@@ -13,6 +14,7 @@ from gpu_fleet import RHCOS_416
 from localcluster import api, gpu_faults
 from test_deploy import fleet_variables, gpu_fleet, playbook
 from test_driver_rollout import audit_events
+from test_rhcos_upgrade_playbook import UpgradeRun
 
 GPU = "nvidia.com/gpu"
 STATE = "accelerators.gpu/gpu-remediation-state"
@@ -46,7 +48,7 @@ def stack(cluster):
 
 
 def start_workload(cluster, workloads, node):
-    """A Deployment of one GPU pod on the node, guarded by a PodDisruptionBudget that allows one disruption."""
+    """A Deployment of one GPU pod on the node, guarded by a PodDisruptionBudget that allows no disruption."""
     labels = {"app": "train"}
     cluster.apps.create_namespaced_deployment(workloads, {"metadata": {"name": "train"}, "spec": {
         "replicas": 1, "selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
@@ -55,7 +57,7 @@ def start_workload(cluster, workloads, node):
             "containers": [{"name": "train", "image": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0",
                             "resources": {"limits": {GPU: "1"}}}]}}}})
     kubernetes.client.PolicyV1Api(cluster.client).create_namespaced_pod_disruption_budget(workloads, {
-        "metadata": {"name": "train"}, "spec": {"maxUnavailable": 1, "selector": {"matchLabels": labels}}})
+        "metadata": {"name": "train"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": labels}}})
     wait_for(lambda: running(cluster, workloads), timeout=120, message="the GPU workload running on " + node)
 
 
@@ -93,6 +95,15 @@ def node_view(cluster, name):
     return node.metadata.labels, node.metadata.annotations, taints, bool(node.spec.unschedulable), pods
 
 
+def refused_evictions(cluster, namespace):
+    """Evictions of pods in namespace the API server refused with 429 (a PodDisruptionBudget), from its audit log."""
+    with open(cluster.audit_log) as log:
+        events = [json.loads(line) for line in log]
+    return [e["objectRef"]["name"] for e in events if (e.get("objectRef") or {}).get("namespace") == namespace
+            and e["objectRef"].get("subresource") == "eviction" and e["verb"] == "create"
+            and (e.get("responseStatus") or {}).get("code") == 429]
+
+
 def annotation(cluster, node, key):
     return json.loads((cluster.core.read_node(node).metadata.annotations or {}).get(key) or "[]")
 
@@ -109,17 +120,32 @@ def test_check_mode_prints_the_plan_and_writes_nothing(cluster, stack):
     assert (api.object_names(cluster.client), node_view(cluster, faulty), node_view(cluster, other)) == before
 
 
-def test_xid_48_is_quarantined_drained_reset_validated_and_returned_the_other_node_untouched(cluster, stack):
+def test_xid_48_is_quarantined_drained_reset_validated_and_returned_the_other_node_untouched(
+        cluster, stack, tmp_path):
     faulty, other, namespace, variables, workloads, fault = stack
     other_before = node_view(cluster, other)
     [workload] = running(cluster, workloads)
     plugin_before = [p.metadata.uid for p in cluster.core.list_namespaced_pod(namespace, label_selector=PLUGIN).items
                      if p.spec.node_name == faulty]
 
-    run = playbook(cluster, "remediate", dict(variables, remediation_health=health(cluster, faulty, other, fault),
-                                              remediation_poll_interval=0.5))
-    run.succeeded()
+    run = UpgradeRun(cluster, dict(variables, remediation_health=health(cluster, faulty, other, fault),
+                                   remediation_poll_interval=0.5), tmp_path, playbook="accelerators.gpu.remediate")
+    try:
+        # Quarantined, and the PodDisruptionBudget holds the eviction back: the workload keeps running.
+        wait_for(lambda: refused_evictions(cluster, workloads), timeout=120, message="an eviction refused (429)")
+        node = cluster.core.read_node(faulty)
+        assert node.metadata.labels[STATE] == "drain-required" and node.spec.unschedulable
+        assert (TAINT, "reset", "NoSchedule") in [(t.key, t.value, t.effect) for t in node.spec.taints]
+        assert [p.metadata.uid for p in running(cluster, workloads)] == [workload.metadata.uid]
+        # The budget allows it now: the drain goes on.
+        kubernetes.client.PolicyV1Api(cluster.client).patch_namespaced_pod_disruption_budget(
+            "train", workloads, {"spec": {"minAvailable": 0}})
+        assert run.wait(timeout=600) == 0, run.output[-4000:]
+    finally:
+        if run.process.poll() is None:
+            run.kill()
     print("remediate: %.1f s" % run.seconds)
+    assert "[WARNING]" not in run.output
 
     node = cluster.core.read_node(faulty)
     record = json.loads(node.metadata.annotations[RECORD])
@@ -135,9 +161,10 @@ def test_xid_48_is_quarantined_drained_reset_validated_and_returned_the_other_no
     assert [(r["uuid"], r["result"]) for r in annotation(cluster, faulty, gpu_faults.RESETS_ANNOTATION)] == [
         (fault["uuid"], "success")]
     assert annotation(cluster, faulty, gpu_faults.FAULTS_ANNOTATION) == []
-    # The workload left through the Eviction API (its PodDisruptionBudget consulted), never deleted.
+    # The workload left through the Eviction API only (kwok removes an evicted pod once it terminated).
     deleted, evicted = audit_events(cluster, workloads)
-    assert evicted == {workload.metadata.name: 1} and not deleted
+    assert evicted == {workload.metadata.name: 1}
+    assert list(deleted) == [(workload.metadata.name, "kwok")], deleted
     # The operands were stopped and came back: a new device plugin pod, and the deploy labels back to true.
     plugin_after = [p.metadata.uid for p in cluster.core.list_namespaced_pod(namespace, label_selector=PLUGIN).items
                     if p.spec.node_name == faulty]
@@ -147,10 +174,9 @@ def test_xid_48_is_quarantined_drained_reset_validated_and_returned_the_other_no
     jobs = cluster.batch.list_namespaced_job(namespace, label_selector="accelerators.gpu/validation=gpu-remediation-cuda")
     assert [(j.metadata.annotations["accelerators.gpu/node"], j.status.succeeded) for j in jobs.items] == [
         (faulty, 1)]
-    # The report names the node, the GPU, its PCI bus ID and the XID.
-    [report] = [result["msg"] for name, result in run.results if name.endswith("Report each node of the wave")]
+    # The report names the cluster, the node, the GPU, its PCI bus ID and the XID.
     assert "cluster localhost, node %s: done; GPUs %s (PCI %s); XIDs 48." % (
-        faulty, fault["uuid"], fault["pci_bus_id"]) in " ".join(report.split()), report
+        faulty, fault["uuid"], fault["pci_bus_id"]) in " ".join(run.output.split()), run.output[-3000:]
     # The other node is as it was.
     assert node_view(cluster, other) == other_before
     # The workload comes back on the returned node.
