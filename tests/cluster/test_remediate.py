@@ -1,7 +1,7 @@
 """The remediate playbook against the local control plane and the simulator's failing GPUs (gpu_faults.py): XID 48
 on one GPU of a node running a GPU workload under a PodDisruptionBudget is taken through quarantine, drain (the
-budget holding the eviction until it allows it), reset, validation and back, the other node untouched; --check
-prints the plan and writes nothing."""
+budget holding the eviction until it allows it), reset, validation and back, the other node untouched; XID 79 on
+the other node through a reboot (a new boot ID); --check prints the plan and writes nothing."""
 
 import json
 import os
@@ -72,15 +72,16 @@ def gpus(cluster, node):
     return tuple(int((resources or {}).get(GPU, 0)) for resources in (status.capacity, status.allocatable))
 
 
-def health(cluster, faulty, other, fault):
-    """The health records of the two nodes, as accelerators.gpu.gpu_health gives them."""
+def health(cluster, faulty, other, fault, action="reset"):
+    """The health records of the two nodes, as accelerators.gpu.gpu_health gives them: the fault injected on the
+    first, calling for action."""
     records = []
     for name in (faulty, other):
         capacity, allocatable = gpus(cluster, name)
         faults = [{"gpu_uuid": fault["uuid"], "pci_bus_id": fault["pci_bus_id"], "gpu_index": fault["gpu"],
-                   "xid": 48, "source": "dcgm-exporter", "action": "reset", "message": "double-bit ECC error"}] \
+                   "xid": fault["xid"], "source": "dcgm-exporter", "action": action, "message": ""}] \
             if name == faulty else []
-        records.append({"node": name, "healthy": not faults, "action": "reset" if faults else "none",
+        records.append({"node": name, "healthy": not faults, "action": action if faults else "none",
                         "gpus": {"capacity": capacity, "allocatable": allocatable}, "faults": faults,
                         "unschedulable": False, "labels": {}, "taints": []})
     return records
@@ -154,8 +155,8 @@ def test_xid_48_is_quarantined_drained_reset_validated_and_returned_the_other_no
     assert not node.spec.unschedulable
     assert TAINT not in [t.key for t in node.spec.taints or []]
     assert gpus(cluster, faulty) == (2, 2)
-    assert (record["gpu_uuids"], record["pci_bus_ids"], record["xids"]) == ([fault["uuid"]], [fault["pci_bus_id"]],
-                                                                              [48])
+    assert record["gpu_uuids"] == [fault["uuid"]]
+    assert (record["pci_bus_ids"], record["xids"]) == ([fault["pci_bus_id"]], [48])
     assert [(a["action"], a["result"]) for a in record["attempts"]] == [("reset", "succeeded")]
     # One reset, on that GPU only; its fault cleared.
     assert [(r["uuid"], r["result"]) for r in annotation(cluster, faulty, gpu_faults.RESETS_ANNOTATION)] == [
@@ -182,3 +183,31 @@ def test_xid_48_is_quarantined_drained_reset_validated_and_returned_the_other_no
     # The workload comes back on the returned node.
     wait_for(lambda: [p for p in running(cluster, workloads) if p.spec.node_name == faulty], timeout=60,
              message="the workload back on " + faulty)
+
+
+def test_xid_79_is_rebooted_to_a_new_boot_id_validated_and_returned(cluster, stack):
+    returned, node_name, _namespace, variables, workloads, _fault = stack
+    wait_for(lambda: [p for p in running(cluster, workloads) if p.spec.node_name == returned], timeout=60,
+             message="the workload on " + returned)
+    returned_before = node_view(cluster, returned)
+    lost = gpu_faults.inject_xid(cluster.client, node_name, 0, 79)
+    wait_for(lambda: gpus(cluster, node_name) == (2, 1), message="GPU 0 of %s out of allocatable" % node_name)
+    boot = cluster.core.read_node(node_name).status.node_info.boot_id
+
+    run = playbook(cluster, "remediate", dict(variables, remediation_poll_interval=0.5, remediation_health=health(
+        cluster, node_name, returned, lost, action="reboot"))).succeeded()
+    print("remediate (reboot): %.1f s" % run.seconds)
+
+    node = cluster.core.read_node(node_name)
+    record = json.loads(node.metadata.annotations[RECORD])
+    assert node.metadata.labels[STATE] == "done" and not node.spec.unschedulable
+    assert TAINT not in [t.key for t in node.spec.taints or []]
+    assert gpus(cluster, node_name) == (2, 2)
+    assert [(a["action"], a["result"], a["boot_id"]) for a in record["attempts"]] == [("reboot", "succeeded", boot)]
+    # One reboot, to a new boot ID; no reset; the fault cleared by the boot.
+    assert node.status.node_info.boot_id != boot
+    assert [r["boot_id"] for r in annotation(cluster, node_name, gpu_faults.REBOOTS_ANNOTATION)] == [
+        node.status.node_info.boot_id]
+    assert annotation(cluster, node_name, gpu_faults.RESETS_ANNOTATION) == []
+    assert annotation(cluster, node_name, gpu_faults.FAULTS_ANNOTATION) == []
+    assert node_view(cluster, returned) == returned_before

@@ -155,8 +155,8 @@ class Remediation(object):
             return plan
         by_name = dict((node['metadata']['name'], node) for node in nodes)
         for entry in plan['nodes']:
-            if entry['node'] in plan['wave'] and (entry['record'] is not None
-                                                 or entry['target_state'] != entry['state']):
+            changed = entry['record'] is not None or entry['target_state'] != entry['state']
+            if entry['node'] in plan['wave'] and changed:
                 self.move(by_name[entry['node']], entry['target_state'], entry['record'])
         return plan
 
