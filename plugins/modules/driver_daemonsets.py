@@ -236,6 +236,164 @@ options:
             is supported only with the open modules.
         type: str
         choices: [auto, open, proprietary]
+  configurations:
+    description:
+      - Named driver configurations, as the GPU Operator's C(NVIDIADriver) resources - each a node pool with a driver of
+        its own. Each states only what differs from O(driver), the common settings; C(env) entries come after the
+        common ones (an entry of a name already set replaces it), C(labels) and C(annotations) are merged over them.
+      - A configuration with a node selection owns the GPU nodes it selects; the default one (C(default=true), or
+        O(driver) itself, named C(default), when none is) the GPU nodes no other selects. Every GPU node is labelled
+        C(nvidia.com/gpu-operator.driver.owner=<configuration>), the upstream owner label, which each configuration's
+        DaemonSets select.
+      - The default configuration's DaemonSets keep the names of the description; a named one's are
+        C(nvidia-gpu-driver-<configuration>-<RHCOS build>), C(nvidia-gpu-driver-<configuration>-<kernel>-<osTag>)
+        (precompiled) or C(nvidia-gpu-driver-<configuration>-<osTag>) (mode single), cut and ended with a hash past 63
+        characters.
+      - Refused before any write, naming the nodes and the configurations - a node two non-default configurations
+        select, two defaults, a selection by the owner label, a non-default configuration that selects nothing, and
+        each configuration's own refusals (kernel module type, ConfigMaps and Secret, downgrades).
+      - A node whose owner changes (its labels were edited, or a selector) is not relabelled here - it is labelled
+        C(accelerators.gpu/driver-owner-next=<configuration>), counted outdated (RV(outdated)), and moved by the
+        rollout (M(accelerators.gpu.driver_upgrade)) - cordoned, its GPU workloads evicted, relabelled, its new
+        driver awaited and validated.
+    type: list
+    elements: dict
+    suboptions:
+      name:
+        description: The configuration's name - the owner label's value and part of its DaemonSets' names, 1 to 30
+          lower-case alphanumerics and C(-).
+        type: str
+        required: true
+      default:
+        description: The fallback for GPU nodes no other configuration selects; at most one, with no node selection.
+        type: bool
+        default: false
+      node_selector:
+        description: Labels a node must carry to be this configuration's (C(nodeSelector)).
+        type: dict
+      node_affinity:
+        description: A Kubernetes C(NodeAffinity) whose C(requiredDuringSchedulingIgnoredDuringExecution) terms a node
+          must match to be this configuration's.
+        type: dict
+      use_precompiled:
+        description: Precompiled driver images per kernel (as I(mode=kernel)); C(version) is then their branch. The
+          module's I(mode) when omitted.
+        type: bool
+      upgrade_policy:
+        description: The rollout budget of this configuration's nodes, read by M(accelerators.gpu.driver_upgrade)
+          (its C(configurations)).
+        type: dict
+        suboptions:
+          max_parallel:
+            description: At most this many of its nodes in one wave (0 - no limit).
+            type: int
+          max_unavailable:
+            description: At most this many (or this percentage) of its nodes without a working driver at once.
+            type: raw
+      gds:
+        description: GPUDirect Storage with the image of O(gpudirect_images.gds); the common setting when omitted.
+        type: bool
+      gdrcopy:
+        description: GDRCopy with the image of O(gpudirect_images.gdrcopy); the common setting when omitted.
+        type: bool
+      version:
+        description: As O(driver.version), for this configuration.
+        type: str
+      repository:
+        description: As O(driver.repository), for this configuration.
+        type: str
+      image:
+        description: As O(driver.image), for this configuration.
+        type: str
+      branch:
+        description: As O(driver.branch), for this configuration.
+        type: str
+      image_ref:
+        description: As O(driver.image_ref), for this configuration.
+        type: str
+      image_pull_policy:
+        description: As O(driver.image_pull_policy), for this configuration.
+        type: str
+        choices: [Always, IfNotPresent, Never]
+      image_pull_secrets:
+        description: As O(driver.image_pull_secrets), for this configuration.
+        type: list
+        elements: str
+      kernel_module_type:
+        description: As O(driver.kernel_module_type), for this configuration.
+        type: str
+        choices: [auto, open, proprietary]
+      repo_config:
+        description: As O(driver.repo_config), for this configuration.
+        type: str
+      cert_config:
+        description: As O(driver.cert_config), for this configuration.
+        type: str
+      kernel_module_config:
+        description: As O(driver.kernel_module_config), for this configuration.
+        type: str
+      secret_env:
+        description: As O(driver.secret_env), for this configuration.
+        type: str
+      rdma:
+        description: As O(driver.rdma), for this configuration.
+        type: bool
+      use_host_mofed:
+        description: As O(driver.use_host_mofed), for this configuration.
+        type: bool
+      resources:
+        description: As O(driver.resources), for this configuration.
+        type: dict
+      tolerations:
+        description: As O(driver.tolerations), for this configuration.
+        type: list
+        elements: dict
+      priority_class_name:
+        description: As O(driver.priority_class_name), for this configuration.
+        type: str
+      startup_probe:
+        description: As O(driver.startup_probe), for this configuration.
+        type: dict
+      liveness_probe:
+        description: As O(driver.liveness_probe), for this configuration.
+        type: dict
+      readiness_probe:
+        description: As O(driver.readiness_probe), for this configuration.
+        type: dict
+      manager:
+        description: As O(driver.manager), for this configuration.
+        type: dict
+        suboptions:
+          image:
+            description: Its image.
+            type: str
+            required: true
+          env:
+            description: Its settings.
+            type: list
+            elements: dict
+      env:
+        description: As O(driver.env), for this configuration.
+        type: list
+        elements: dict
+      labels:
+        description: As O(driver.labels), for this configuration.
+        type: dict
+      annotations:
+        description: As O(driver.annotations), for this configuration.
+        type: dict
+  gpudirect_images:
+    description:
+      - The images a configuration with C(gds) or C(gdrcopy) true runs, tagged as O(driver.gds_image).
+    type: dict
+    default: {}
+    suboptions:
+      gds:
+        description: The C(nvidia-fs) image.
+        type: str
+      gdrcopy:
+        description: The C(gdrdrv) image.
+        type: str
   daemonset_template:
     description:
       - The Jinja2 template of a driver DaemonSet, as text, rendered for each DaemonSet planned with the variables its
@@ -569,10 +727,29 @@ mismatched:
 outdated:
   description:
     - The DaemonSet of each node whose driver pod is outdated, or would be once this run's pod template changes are
-      applied.
+      applied, and of each node that moves to another configuration (RV(moves)).
   returned: with O(refuse_outdated), and in check mode
   type: dict
   sample: {worker-0: nvidia-driver-daemonset-418.94.202509100653-0}
+owners:
+  description:
+    - The driver configuration of each GPU node that gets a driver DaemonSet (the owner label's value).
+  returned: with I(state=present)
+  type: dict
+  sample: {worker-0: default, worker-1: a100}
+moves:
+  description:
+    - The GPU nodes owned by one configuration that another now selects (C(from), C(to)) - moved by the rollout, and
+      counted in RV(outdated).
+  returned: with I(state=present)
+  type: dict
+  sample: {worker-1: {from: default, to: a100}}
+owner_labelled:
+  description:
+    - The nodes whose owner label (or move mark) this run set.
+  returned: when the DaemonSets were applied (not in check mode)
+  type: list
+  elements: str
 downgrades:
   description:
     - The GPU nodes this run's plan moves to an older driver, each with the version it runs (C(running)), the one
@@ -662,6 +839,22 @@ DRIVER_OPTIONS = dict(
     gdrcopy_image=dict(type='str'),
     kernel_module_type=dict(type='str', choices=['auto', 'open', 'proprietary']),
 )
+# A configuration's settings over the driver option's: unset ones (None) are the driver option's.
+CONFIGURATION_OPTIONS = dict(
+    dict((key, dict((k, v) for k, v in DRIVER_OPTIONS[key].items() if k != 'default')) for key in (
+        'version', 'repository', 'image', 'branch', 'image_ref', 'image_pull_policy', 'image_pull_secrets',
+        'kernel_module_type', 'repo_config', 'cert_config', 'kernel_module_config', 'secret_env', 'rdma',
+        'use_host_mofed', 'resources', 'tolerations', 'priority_class_name', 'startup_probe', 'liveness_probe',
+        'readiness_probe', 'manager', 'env', 'labels', 'annotations')),
+    name=dict(type='str', required=True),
+    default=dict(type='bool', default=False),
+    node_selector=dict(type='dict'),
+    node_affinity=dict(type='dict'),
+    use_precompiled=dict(type='bool'),
+    upgrade_policy=dict(type='dict', options=dict(max_parallel=dict(type='int'), max_unavailable=dict(type='raw'))),
+    gds=dict(type='bool'),
+    gdrcopy=dict(type='bool'),
+)
 
 
 def main():
@@ -670,6 +863,8 @@ def main():
         state=dict(type='str', choices=['present', 'absent'], default='present'),
         mode=dict(type='str', choices=['rhcos', 'kernel', 'single'], default='rhcos'),
         driver=dict(type='dict', options=DRIVER_OPTIONS),
+        configurations=dict(type='list', elements='dict', options=CONFIGURATION_OPTIONS),
+        gpudirect_images=dict(type='dict', default={}, options=dict(gds=dict(type='str'), gdrcopy=dict(type='str'))),
         daemonset_template=dict(type='str'),
         nodes=dict(type='list', elements='dict'),
         label_selector=dict(type='str'),

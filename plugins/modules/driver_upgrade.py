@@ -62,6 +62,17 @@ options:
     type: list
     elements: str
     default: []
+  configurations:
+    description:
+      - The driver configurations of M(accelerators.gpu.driver_daemonsets) (its O(accelerators.gpu.driver_daemonsets#module:configurations)),
+        of which this module reads C(name) and C(upgrade_policy) (C(max_parallel), C(max_unavailable)) - the nodes of each
+        configuration (its owner label C(nvidia.com/gpu-operator.driver.owner), or the one it moves to) roll out within
+        that configuration's own budget, O(max_parallel) and O(max_unavailable) where it gives none.
+      - A node labelled C(accelerators.gpu/driver-owner-next) moves to that configuration - its owner label is changed
+        at the step where a driver pod would be deleted, after the node was cordoned and its GPU workloads evicted.
+    type: list
+    elements: dict
+    default: []
   max_parallel:
     description: At most this many nodes in a wave; C(0) sets no limit (the budget still does).
     type: int
@@ -176,7 +187,8 @@ waves:
   type: list
   elements: list
 outdated:
-  description: Nodes whose driver pod runs an older revision than its DaemonSet's newest.
+  description: Nodes whose driver pod runs an older revision than its DaemonSet's newest, one that runs differently
+    (not only a new C(DRIVER_CONFIG_DIGEST), a default env value or node selection).
   returned: action plan
   type: list
   elements: str
@@ -213,9 +225,16 @@ unavailable:
   type: list
   elements: str
 budget:
-  description: How many GPU nodes may be without a working driver at once (O(max_unavailable) resolved).
+  description: How many GPU nodes may be without a working driver at once (O(max_unavailable) resolved), summed over
+    the driver configurations.
   returned: action plan
   type: int
+budgets:
+  description: Per driver configuration, its GPU nodes (C(total)) and how many may be without a working driver at once
+    (C(budget)).
+  returned: action plan
+  type: dict
+  sample: {default: {total: 4, budget: 1}, a100: {total: 2, budget: 1}}
 stuck:
   description: Why no node can start although some wait (the budget is taken by unavailable nodes), else empty.
   returned: action plan
@@ -284,6 +303,7 @@ def main():
         nodes=dict(type='list', elements='str', default=[]),
         label_selector=dict(type='str'),
         assume_outdated=dict(type='list', elements='str', default=[]),
+        configurations=dict(type='list', elements='dict', default=[]),
         max_parallel=dict(type='int', default=1),
         max_unavailable=dict(type='raw', default='25%'),
         cordon=dict(type='bool', default=True),

@@ -16,7 +16,9 @@ description:
     allocatable resource, or an OLM Subscription's operator is installed; fails as soon as the cause of a failure is visible instead of waiting for the timeout.
   - "A DaemonSet is ready (the GPU Operator's rule) when its controller has observed its current generation and
     either no node should run it, or, with C(RollingUpdate), every scheduled pod is updated and available, or,
-    with C(OnDelete), every pod carries the C(controller-revision-hash) of the newest ControllerRevision and is Ready."
+    with C(OnDelete), every pod carries the C(controller-revision-hash) of the newest ControllerRevision, or of an older
+    one whose pod template differs only in what a running pod does not act on (C(DRIVER_CONFIG_DIGEST), an env value
+    the container uses anyway when unset, node selection), and is Ready."
   - Fails at once on a pod in C(ImagePullBackOff), C(ErrImagePull) or C(InvalidImageName) (naming node, pod and image),
     C(CrashLoopBackOff) (naming node, pod, container and message), C(CreateContainerConfigError), a failed pod or
     Job (naming the node and the failure message); after O(grace) seconds on a pod the scheduler cannot place

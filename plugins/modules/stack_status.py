@@ -26,6 +26,11 @@ description:
     C(gpu.nvidia.com) and every ResourceClaim; a node in DRA mode (C(nvidia.com/gpu.deploy.dra-driver=true)) shows the
     devices its slices publish and how many of them claims were allocated, and RV(pending_claims) the claims of the
     classes C(gpu.nvidia.com) and C(mig.nvidia.com) the scheduler could not allocate, with the reason it gave their pod.
+  - Reads each GPU node's health as M(accelerators.gpu.gpu_health) does (RV(gpu_health)), from the Nodes and
+    ResourceSlices it reads anyway, and the DCGM exporter's XIDs from O(prometheus_url); without one, from the
+    exporter pods (through the API server's pod proxy) of the nodes that show a fault without them only (GPUs short
+    of capacity, a GPU condition True), to name the GPU and its XID; a GET each, not one per node of a large fleet.
+    An application error's XID, which the device plugin ignores, then shows in M(accelerators.gpu.gpu_health) only.
   - Warns, per node, as M(accelerators.gpu.nfd_labels) does (GPU nodes without NFD labels, stale labels...).
   - Never changes anything. Every result carries I(api_requests), the API requests sent, by HTTP verb, and
     I(api_response_bytes), the bytes of the answers.
@@ -49,10 +54,12 @@ options:
         layout not applied with success yet).
       - V(wide) for every column, in full.
       - Else the names of the columns to show, in that order, in full, after C(NODE), which is always first. The names
-        are V(node), V(gpus), V(product), V(memory), V(mig_capable), V(os), V(driver_daemonset), V(driver),
+        are V(node), V(gpus), V(product), V(memory), V(mig_capable), V(os), V(driver_daemonset),
+        V(driver_configuration), V(driver),
         V(kernel_modules), V(driver_upgrade), V(toolkit), V(device_plugin), V(sharing), V(mps_control_daemon), V(dra_driver),
         V(dcgm_exporter), V(gpu_feature_discovery), V(mig_manager), V(mig_config), V(allocatable), V(dra_devices),
-        V(validation), V(stack) (the order of the wide view). An unknown name fails the module before it reads
+        V(validation), V(health), V(stack) (the order of the wide view). C(HEALTH) is C(ok), or the action the node's
+        GPU faults ask for (C(reported) for application errors only) and each fault's XID or source. An unknown name fails the module before it reads
         anything, naming it and the valid names.
       - RV(nodes) has every field whatever the columns.
     type: list
@@ -60,6 +67,7 @@ options:
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - accelerators.gpu.api_retry
+  - accelerators.gpu.gpu_health
   - accelerators.gpu.read_only
 requirements:
   - kubernetes >= 24.2.0
@@ -130,6 +138,12 @@ nodes:
           (C(nvidia.com/cuda.driver-version.full), else C(nvidia.com/cuda.driver.major), C(minor) and C(rev)), or
           null where GPU feature discovery has not labelled the node. The column C(DRIVER) of RV(lines) shows it
           before RV(nodes[].driver).
+      type: str
+    driver_configuration:
+      description:
+        - The driver configuration that owns the node (its C(nvidia.com/gpu-operator.driver.owner) label), and
+          C(<owner> -> <next>) while it waits for the rollout to move it to another; null when no run labelled it.
+          The column C(DRIVER CONFIG) of RV(lines) shows it.
       type: str
     kernel_module_type:
       description:
@@ -203,6 +217,14 @@ nodes:
     validation:
       description: Result (C(ok), C(failed), C(running)) by check of the newest kept validation Job.
       type: dict
+    health:
+      description: The action the node's GPU faults ask for, V(none) (healthy), V(reset), V(reboot) or V(rma), as in
+        RV(gpu_health).
+      type: str
+    gpu_faults:
+      description: The node's GPU faults, as in RV(gpu_health).
+      type: list
+      elements: dict
     validated_at:
       description: When the newest of those Jobs ended (or started), or null.
       type: str
@@ -244,11 +266,17 @@ pending_claims:
       description: Why the scheduler could not place that pod (its C(PodScheduled) condition), as it says it.
       type: str
   sample: [{claim: ml/train-gpu-x7k2p, pod: ml/train, reason: "0/3 nodes are available: 3 cannot allocate all claims."}]
+gpu_health:
+  description: The health record of each GPU node, as M(accelerators.gpu.gpu_health) returns them.
+  returned: always
+  type: list
+  elements: dict
 lines:
   description:
     - The rows as text aligned under a header, in the columns of O(columns), a line for each node whose driver upgrade
       failed (with the cause)
-      and each node no driver DaemonSet serves, a line for each of RV(pending_claims), one for RV(dra_controller),
+      and each node no driver DaemonSet serves, a line for each of RV(pending_claims), the GPU faults that ask for an
+      action under a header (C(NODE), C(GPU) (its UUID), C(XID), C(ACTION), C(SOURCE)), one for RV(dra_controller),
       then whether the stack is ready on every GPU node.
   returned: always
   type: list
@@ -278,12 +306,14 @@ api_faults:
   sample: {"faults": {"503": 3, "refused": 2}, "retried": 4, "given_up": 0, "seconds": 4.1}
 '''
 
+from ansible_collections.accelerators.gpu.plugins.module_utils.health.read import ARGUMENT_SPEC
 from ansible_collections.accelerators.gpu.plugins.module_utils.runner.module import run_module
 from ansible_collections.accelerators.gpu.plugins.module_utils.status.stack_status import run
 
 
 def main():
     run_module(dict(
+        ARGUMENT_SPEC,
         namespace=dict(type='str', default='nvidia-gpu-operator'),
         label_selector=dict(type='str'),
         columns=dict(type='list', elements='str'),

@@ -83,10 +83,11 @@ class Run:
         return self
 
 
-def playbook(cluster, name, variables=None, check=False, tags=None):
+def playbook(cluster, name, variables=None, check=False, tags=None, collections=COLLECTIONS):
     # As README's commands run it: with -i localhost, and nothing hiding ansible-core's warnings; the playbooks
-    # choose the Python running ansible-playbook themselves.
-    env = dict(cluster.env, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+    # choose the Python running ansible-playbook themselves. collections: where accelerators.gpu is found (another
+    # version of the collection, test_collection_upgrade.py).
+    env = dict(cluster.env, ANSIBLE_COLLECTIONS_PATH=collections, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
                ANSIBLE_SHOW_CUSTOM_STATS="true", ANSIBLE_CALLBACKS_ENABLED="module_reports",
                ANSIBLE_CALLBACK_PLUGINS=os.path.join(ROOT, "tests", "callback_plugins"),
                ANSIBLE_INJECT_INVOCATION="true")

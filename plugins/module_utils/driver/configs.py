@@ -89,13 +89,16 @@ def named_objects(spec):
     return named
 
 
-def missing_objects_refusal(spec, namespace, found):
+def missing_objects_refusal(spec, namespace, found, configuration=None):
     """The refusal of a run whose driver option names a ConfigMap or Secret that does not exist, or None.
-    found: the (kind, name) pairs that exist in the namespace."""
+    found: the (kind, name) pairs that exist in the namespace; configuration: the named driver configuration that sets
+    them (its setting is named then), None for the driver option's (its role variable is named)."""
     missing = [entry for entry in named_objects(spec) if (entry[0], entry[1]) not in found]
     if not missing:
         return None
     return ('%s. Create %s in namespace %s, or unset the setting; nothing was changed' % (
-        '; '.join('%s %s (driver.%s, role variable %s) does not exist in namespace %s' % (
-            kind, name, setting, variable, namespace) for kind, name, setting, variable in missing),
+        '; '.join('%s %s (%s) does not exist in namespace %s' % (
+            kind, name, 'driver.%s, role variable %s' % (setting, variable) if configuration is None
+            else '%s of driver configuration %s' % (setting, configuration), namespace)
+            for kind, name, setting, variable in missing),
         'it' if len(missing) == 1 else 'them', namespace))

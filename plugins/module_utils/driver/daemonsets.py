@@ -15,12 +15,14 @@ from ..nodes.facts import node_facts
 from ..operands.checks.daemonsets import daemonset_state
 from ..operands.wait import wait_for_operands, wait_params
 from ..registry.image_list import pod_template_images
-from .changes import is_subset, nodes_left_without_driver, plan_driver_changes
+from .changes import nodes_left_without_driver, plan_driver_changes
 from .configs import missing_objects_refusal, named_objects
+from .configurations import IMPLICIT_DEFAULT, NEXT_OWNER_LABEL, OWNER_LABEL, configuration_specs
 from .dtk_image_lookup import dtk_images_as_pulled
 from .names import COMPONENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, PlanError
 from .plan import desired_driver_daemonsets
 from .precompiled import checked_precompiled
+from .revisions import would_run_differently
 from .upgrade_plan import IN_PROGRESS, STATE_LABEL
 from .versions import driver_downgrades, downgrade_refusal
 
@@ -141,12 +143,15 @@ def _remove_all(module, api):
     return result
 
 
-def read_named_objects(api, spec):
-    """{ConfigMap name: [keys]} of the ConfigMaps the driver option names, after refusing, before any write, a run
-    whose ConfigMap or Secret does not exist in the namespace (configs.missing_objects_refusal())."""
+def read_named_objects(api, spec, specs):
+    """{ConfigMap name: [keys]} of the ConfigMaps the driver option and its configurations name
+    (configurations.configuration_specs), after refusing, before any write, a run whose ConfigMap or Secret does not
+    exist in the namespace (configs.missing_objects_refusal()): the driver option's named by its role variable, a
+    configuration's own by the configuration."""
     namespace = spec['namespace']
     found, config_map_keys = set(), {}
-    for kind, name, _setting, _variable in named_objects(spec):
+    wanted = sorted(set((kind, name) for entry in specs for kind, name, _setting, _variable in named_objects(entry['spec'])))
+    for kind, name in wanted:
         plural = 'configmaps' if kind == 'ConfigMap' else 'secrets'
         stored = api.read_optional('/api/v1/namespaces/%s/%s/%s' % (namespace, plural, name))[0]
         if stored is None:
@@ -155,9 +160,11 @@ def read_named_objects(api, spec):
         if kind == 'ConfigMap':
             # As upstream, the keys of data are mounted; a Secret's values are never kept.
             config_map_keys[name] = sorted(stored.get('data') or {})
-    refusal = missing_objects_refusal(spec, namespace, found)
-    if refusal:
-        raise TaskError(refusal)
+    refusals = [missing_objects_refusal(spec, namespace, found)] + [
+        missing_objects_refusal(entry['overrides'], namespace, found, entry['name']) for entry in specs
+        if entry['name'] != IMPLICIT_DEFAULT]
+    if any(refusals):
+        raise TaskError('; '.join(refusal for refusal in refusals if refusal))
     return config_map_keys
 
 
@@ -181,10 +188,12 @@ def _plan(module, api):
     if params['mode'] == 'kernel' and params['precompiled_registry_check'] is not None:
         available, checks = checked_precompiled(api, spec, facts_list, params['precompiled_registry_check'],
                                                 params['prepare_versions'])
-    config_map_keys = read_named_objects(api, spec)
     try:
+        specs = configuration_specs(spec, params['configurations'], params['gpudirect_images'])
+        config_map_keys = read_named_objects(api, spec, specs)
         plan = desired_driver_daemonsets(params['daemonset_template'], spec, facts_list, dtk_images, params['mode'],
-                                         available, params['prepare_versions'], config_map_keys)
+                                         available, params['prepare_versions'], config_map_keys,
+                                         params['configurations'], params['gpudirect_images'])
         if checks is not None:
             plan['precompiled_checks'] = checks
         # Every DaemonSet of the namespace, not only labelled ones: one this collection did not create (the GPU
@@ -196,14 +205,16 @@ def _plan(module, api):
     return facts_list, plan, existing, changes
 
 
-def outdated_driver_nodes(api, namespace, changes):
+def outdated_driver_nodes(api, namespace, changes, plan):
     """{node: DaemonSet} of the nodes whose driver pod runs an older revision than its DaemonSet's newest, or would
-    once this run's updates of DaemonSet pod templates are applied (OnDelete: a rollout must replace it)."""
+    once this run's updates of DaemonSet pod templates are applied (OnDelete: a rollout must replace it), and of the
+    nodes that move to another driver configuration (the DaemonSet they move to). Only a revision that runs
+    differently counts (revisions.py): a new DRIVER_CONFIG_DIGEST or node selector alone does not."""
     pods = [pod for pod in api.list_pods(namespace, MANAGED_DRIVERS_SELECTOR)
             if not pod['metadata'].get('deletionTimestamp')]
     revisions = api.list_revisions(namespace, MANAGED_DRIVERS_SELECTOR)
     template_changes = set(desired['metadata']['name'] for existing, desired in changes['update']
-                           if not is_subset(desired['spec']['template'], existing['spec']['template']))
+                           if would_run_differently(desired['spec']['template'], existing['spec']['template']))
     outdated = {}
     for daemonset in api.list_daemonsets(namespace, MANAGED_DRIVERS_SELECTOR):
         name = daemonset['metadata']['name']
@@ -211,7 +222,27 @@ def outdated_driver_nodes(api, namespace, changes):
         nodes = [entry['node'] for entry in state['pods'] if entry['node']] if name in template_changes \
             else state.get('outdated', [])
         outdated.update((node, name) for node in nodes)
+    outdated.update((node, plan['assignments'][node]['daemonset']) for node in plan['owner_changes']['move'])
     return outdated
+
+
+def _facts_owned(facts_list, labelled):
+    """The node facts as they are once this run has labelled the nodes without an owner."""
+    return [dict(facts, labels=dict(facts['labels'], **{OWNER_LABEL: labelled[facts['name']]}))
+            if facts['name'] in labelled else facts for facts in facts_list]
+
+
+def _set_owners(api, owner_changes, facts_list):
+    """Label the nodes without an owner; mark those that move for the rollout (NEXT_OWNER_LABEL), and unmark those
+    whose move is no longer asked for. Returns the names of the nodes patched."""
+    labels = dict((facts['name'], facts['labels']) for facts in facts_list)
+    patches = dict((node, {OWNER_LABEL: owner}) for node, owner in owner_changes['label'].items())
+    patches.update((node, {NEXT_OWNER_LABEL: move['to']}) for node, move in owner_changes['move'].items()
+                   if labels[node].get(NEXT_OWNER_LABEL) != move['to'])
+    patches.update((node, {NEXT_OWNER_LABEL: None}) for node in owner_changes['settled'])
+    for node in sorted(patches):
+        api.patch_node(node, {'metadata': {'labels': patches[node]}})
+    return sorted(patches)
 
 
 def upgrade_in_progress(facts_list):
@@ -226,7 +257,8 @@ def run(module, api):
     if params['state'] == 'absent':
         return _remove_all(module, api)
     facts_list, plan, existing, changes = _plan(module, api)
-    left = nodes_left_without_driver(changes, plan['blocked'], facts_list)
+    # Nodes without an owner are labelled before any DaemonSet changes, so that the DaemonSets select them.
+    left = nodes_left_without_driver(changes, plan['blocked'], _facts_owned(facts_list, plan['owner_changes']['label']))
     result = {
         'changed': False,
         'created': [daemonset['metadata']['name'] for daemonset in changes['create']],
@@ -242,6 +274,8 @@ def run(module, api):
         'prepared': plan['prepared'],
         'upgrade_in_progress': upgrade_in_progress(facts_list),
         'downgrades': driver_downgrades(plan['assignments'], existing, facts_list),
+        'owners': plan['owners'],
+        'moves': plan['owner_changes']['move'],
     }
     if 'precompiled_checks' in plan:
         result['precompiled_checks'] = plan['precompiled_checks']
@@ -265,7 +299,7 @@ def run(module, api):
         raise TaskError('%s: set allow_downgrade: true to do it. Nothing was changed.' % refusal,
                         downgrades=result['downgrades'], downgrade_refusal=refusal, plan=result)
     if params['refuse_outdated'] or module.check_mode:
-        outdated = outdated_driver_nodes(api, params['namespace'], changes)
+        outdated = outdated_driver_nodes(api, params['namespace'], changes, plan)
         result['outdated'] = outdated
         if outdated and params['refuse_outdated']:
             raise TaskError('driver pods run, or would run after this update, an outdated revision on %d node(s), '
@@ -276,6 +310,8 @@ def run(module, api):
     existing_by_name = dict((daemonset['metadata']['name'], daemonset) for daemonset in existing)
     applied = []
     try:
+        if not module.check_mode:
+            result['owner_labelled'] = _set_owners(api, plan['owner_changes'], facts_list)
         for before, desired in [(None, daemonset) for daemonset in changes['create']] + changes['update']:
             name = desired['metadata']['name']
             diffs.append(_diff(name, before, api.apply_daemonset(desired)))
@@ -286,7 +322,7 @@ def run(module, api):
         raise TaskError('%s (before this failure: applied %s; deleted %s)' % (
             error, ', '.join(applied) or 'none', ', '.join(result['deleted']) or 'none'),
             status=error.status, plan=result)
-    result['changed'] = bool(diffs)
+    result['changed'] = bool(diffs or result.get('owner_labelled'))
     if module._diff:
         result['diff'] = diffs
     names = result['created'] + result['updated'] + result['unchanged']

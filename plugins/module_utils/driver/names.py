@@ -8,12 +8,16 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
 import re
 
 from ..nodes.facts import is_valid_label_value
 
 DRIVER_DAEMONSET = 'nvidia-driver-daemonset'
 DRIVER_CONTAINER = 'nvidia-driver-ctr'
+# The DaemonSets of a named driver configuration: upstream's nvidia-<driverType>-driver-<NVIDIADriver>-<osTag>, the
+# pool (RHCOS build, kernel) in the place of upstream's hash.
+CONFIGURATION_DAEMONSET = 'nvidia-gpu-driver'
 MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by'
 MANAGED_BY = 'accelerators.gpu'
 COMPONENT_LABEL = 'app.kubernetes.io/component'
@@ -53,9 +57,29 @@ def check_label_values(labels, obj, field):
                 'both ends, "-_." inside)' % (field, obj, key, value), obj=obj, field='%s.%s' % (field, key))
 
 
-def driver_daemonset_name(rhcos):
-    """'nvidia-driver-daemonset-<rhcos>', the GPU Operator's name for a DTK build DaemonSet."""
+def configuration_daemonset_name(configuration, pool):
+    """'nvidia-gpu-driver-<configuration>-<pool>'; when longer than a label value allows, cut and ended with a hash
+    of the whole name, as upstream's getDriverAppName cuts its names, so that two pools never share one."""
+    name = '-'.join(part for part in (CONFIGURATION_DAEMONSET, configuration, pool) if part)
+    if len(name) > 63:
+        digest = hashlib.sha256(name.encode('utf-8')).hexdigest()[:8]
+        name = '%s-%s' % (name[:54].rstrip('-.'), digest)
+    return _check_name(name)
+
+
+def driver_daemonset_name(rhcos, configuration=None):
+    """'nvidia-driver-daemonset-<rhcos>', the GPU Operator's name for a DTK build DaemonSet, or a named
+    configuration's (configuration_daemonset_name)."""
+    if configuration:
+        return configuration_daemonset_name(configuration, rhcos)
     return _check_name('%s-%s' % (DRIVER_DAEMONSET, rhcos))
+
+
+def single_daemonset_name(os_tag_value, configuration=None):
+    """'nvidia-driver-daemonset', the one DaemonSet of mode single, or a named configuration's, per OS tag."""
+    if configuration:
+        return configuration_daemonset_name(configuration, os_tag_value)
+    return DRIVER_DAEMONSET
 
 
 def sanitize_kernel_for_name(kernel):
@@ -65,9 +89,13 @@ def sanitize_kernel_for_name(kernel):
     return re.sub(r'\.{2,}', '.', sanitized).strip('.-')
 
 
-def precompiled_daemonset_name(kernel, os_tag_value):
-    """'nvidia-driver-daemonset-<sanitised kernel>-<osTag>', the GPU Operator's precompiled DaemonSet name."""
-    return _check_name('%s-%s-%s' % (DRIVER_DAEMONSET, sanitize_kernel_for_name(kernel), os_tag_value))
+def precompiled_daemonset_name(kernel, os_tag_value, configuration=None):
+    """'nvidia-driver-daemonset-<sanitised kernel>-<osTag>', the GPU Operator's precompiled DaemonSet name, or a named
+    configuration's (configuration_daemonset_name)."""
+    pool = '%s-%s' % (sanitize_kernel_for_name(kernel), os_tag_value)
+    if configuration:
+        return configuration_daemonset_name(configuration, pool)
+    return _check_name('%s-%s' % (DRIVER_DAEMONSET, pool))
 
 
 def os_tag(facts):

@@ -15,12 +15,13 @@ __metaclass__ = type
 from ..nodes.facts import (
     DEPLOY_LABEL_PREFIX, KERNEL_LABEL, OPERANDS_SWITCH, OS_RELEASE_PREFIX, OSTREE_LABEL, sanitize_label_value)
 from .configs import config_volumes
+from .configurations import OWNER_LABEL, configuration_specs, node_owners, owner_changes
 from .digest import set_config_digest
 from .gpudirect import GPUDirectError, side_images
 from .kernel_modules import kernel_module_refusals
 from .names import (
     COMPONENT_LABEL, DRIVER_DAEMONSET, MANAGED_BY, MANAGED_BY_LABEL, PlanError, build_image, check_label_values,
-    driver_daemonset_name, os_tag, precompiled_daemonset_name, precompiled_image, rhcos_os_tag)
+    driver_daemonset_name, os_tag, precompiled_daemonset_name, precompiled_image, rhcos_os_tag, single_daemonset_name)
 from .template import ManifestTemplate, ManifestTemplateError
 
 MODES = ('rhcos', 'kernel', 'single')
@@ -64,6 +65,8 @@ def _daemonset(spec, name, build_labels, node_selector, image, os_tag_value, ker
     labels.update(build_labels)
     selector = dict(spec.get('node_selector') or {})
     selector.update(node_selector)
+    # The nodes of its configuration only (configurations.py): two configurations never both run a pod on one node.
+    selector[OWNER_LABEL] = spec['configuration']
     check_label_values(labels, name, 'metadata.labels')
     check_label_values(selector, name, 'spec.template.spec.nodeSelector')
     precompiled = labels[PRECOMPILED_LABEL] == 'true'
@@ -139,9 +142,15 @@ def _note_mismatches(plan, members, kind):
         plan['warnings'].append(message)
 
 
+def _named(spec):
+    """The configuration whose name the DaemonSets carry: None for the default one, whose DaemonSets keep the names
+    they had before configurations (an upgrade of the collection renames nothing)."""
+    return None if spec['default_configuration'] else spec['configuration']
+
+
 def _dtk_daemonset(spec, rhcos, image, dtk_image, kernels=()):
     return _daemonset(
-        spec, driver_daemonset_name(rhcos), {DTK_LABEL: 'true', DTK_RHCOS_LABEL: rhcos, PRECOMPILED_LABEL: 'false'},
+        spec, driver_daemonset_name(rhcos, _named(spec)), {DTK_LABEL: 'true', DTK_RHCOS_LABEL: rhcos, PRECOMPILED_LABEL: 'false'},
         {OSTREE_LABEL: rhcos, DRIVER_DEPLOY_LABEL: 'true'}, image, rhcos_os_tag(rhcos, field=OSTREE_LABEL), kernels,
         {'image': dtk_image, 'rhcos': rhcos})
 
@@ -200,7 +209,7 @@ def _prepare_dtk_build(spec, plan, rhcos, dtk_images):
     unresolved = _dtk_message(dtk_images, rhcos)
     if unresolved:
         raise PlanError('prepare_versions: RHCOS %s has no DTK image, so its driver DaemonSet cannot be prepared: %s'
-                        % (rhcos, unresolved), obj=driver_daemonset_name(rhcos), field='dtk_images')
+                        % (rhcos, unresolved), obj=driver_daemonset_name(rhcos, _named(spec)), field='dtk_images')
     _add_prepared(plan, _dtk_daemonset(spec, rhcos, build_image(spec, os_tag_value), dtk_images[rhcos]['image']),
                   rhcos)
 
@@ -231,7 +240,7 @@ def prepared_kernels(prepare_versions, nodes_facts):
 
 
 def _precompiled_daemonset(spec, kernel, tag, os_id, version_id, image):
-    return _daemonset(spec, precompiled_daemonset_name(kernel, tag), {PRECOMPILED_LABEL: 'true'},
+    return _daemonset(spec, precompiled_daemonset_name(kernel, tag, _named(spec)), {PRECOMPILED_LABEL: 'true'},
                       {KERNEL_LABEL: kernel, OS_ID_LABEL: os_id, OS_VERSION_LABEL: version_id,
                        DRIVER_DEPLOY_LABEL: 'true'}, image, tag)
 
@@ -245,7 +254,7 @@ def _plan_kernel(spec, nodes, dtk_images, precompiled_available, plan, prepare_v
         if not _image_exists(image, precompiled_available):
             raise PlanError('prepare_versions: kernel %s has no precompiled driver image %s, so its driver DaemonSet '
                             'cannot be prepared: publish the image first' % (kernel, image),
-                            obj=precompiled_daemonset_name(kernel, tag), field='prepare_versions')
+                            obj=precompiled_daemonset_name(kernel, tag, _named(spec)), field='prepare_versions')
         _add_prepared(plan, _precompiled_daemonset(spec, kernel, tag, os_id, version_id, image), kernel)
     for (kernel, tag), members in _groups(nodes, lambda facts: (facts['kernel']['effective'], os_tag(facts))):
         if not kernel or not tag:
@@ -256,7 +265,7 @@ def _plan_kernel(spec, nodes, dtk_images, precompiled_available, plan, prepare_v
             for facts in members:
                 missing[facts['name']] = image
             continue
-        name = precompiled_daemonset_name(kernel, tag)
+        name = precompiled_daemonset_name(kernel, tag, _named(spec))
         plan['desired'].append(_precompiled_daemonset(spec, kernel, tag, members[0]['os']['id'],
                                                       members[0]['os']['version_id'], image))
         for facts in members:
@@ -276,7 +285,7 @@ def _plan_kernel(spec, nodes, dtk_images, precompiled_available, plan, prepare_v
                             sorted(set(facts['kernel']['effective'] for facts in members)),
                             why + 'the DTK fallback is not possible either: '):
             plan['warnings'].append(why + 'node(s) %s fall back to a DTK build (DaemonSet %s)'
-                                    % (', '.join(_names(members)), driver_daemonset_name(rhcos)))
+                                    % (', '.join(_names(members)), driver_daemonset_name(rhcos, _named(spec))))
 
 
 def _plan_single(spec, nodes, dtk_images, precompiled_available, plan, prepare_versions=()):
@@ -286,18 +295,30 @@ def _plan_single(spec, nodes, dtk_images, precompiled_available, plan, prepare_v
     tags = _groups(nodes, os_tag)
     if not spec.get('image_ref') and (len(tags) != 1 or tags[0][0] is None):
         runs = '; '.join('%s: %s' % (tag or 'an unknown OS', ', '.join(_names(members))) for tag, members in tags)
-        _block(plan, DRIVER_DAEMONSET, nodes,
+        _block(plan, single_daemonset_name(None, _named(spec)), nodes,
                'one DaemonSet needs one driver image, but the nodes run %s: give image_ref or use mode kernel' % runs)
         return
     image = build_image(spec, tags[0][0])
-    plan['desired'].append(_daemonset(spec, DRIVER_DAEMONSET, {PRECOMPILED_LABEL: 'false'},
-                                      {DRIVER_DEPLOY_LABEL: 'true'}, image, tags[0][0] if len(tags) == 1 else None))
+    tag = tags[0][0] if len(tags) == 1 else None
+    name = single_daemonset_name(tag, _named(spec))
+    plan['desired'].append(_daemonset(spec, name, {PRECOMPILED_LABEL: 'false'}, {DRIVER_DEPLOY_LABEL: 'true'}, image,
+                                      tag))
     for facts in nodes:
-        plan['assignments'][facts['name']] = {'daemonset': DRIVER_DAEMONSET, 'build': 'compile', 'image': image}
+        plan['assignments'][facts['name']] = {'daemonset': name, 'build': 'compile', 'image': image}
+
+
+def _configuration_mode(mode, entry, members):
+    """A configuration's grouping: precompiled images per kernel (use_precompiled), or the module's mode; a
+    configuration that turns precompiled off under mode kernel builds with the DTK on RHCOS, else one DaemonSet."""
+    if entry['use_precompiled']:
+        return 'kernel'
+    if entry['use_precompiled'] is False and mode == 'kernel':
+        return 'rhcos' if members and all(facts['rhcos_version'] for facts in members) else 'single'
+    return mode
 
 
 def desired_driver_daemonsets(template, spec, gpu_nodes_facts, dtk_images, mode, precompiled_available=None,
-                              prepare_versions=(), config_map_keys=None):
+                              prepare_versions=(), config_map_keys=None, configurations=None, gpudirect_images=None):
     """Driver DaemonSets that must exist for the GPU nodes, each rendered from template.
 
     template: the text of the driver DaemonSet's template (roles/driver/templates/daemonset.yml.j2), rendered for
@@ -309,6 +330,9 @@ def desired_driver_daemonsets(template, spec, gpu_nodes_facts, dtk_images, mode,
     kernel_module_type (auto, open, proprietary: kernel_modules.py); GPUDirect (gpudirect.py): rdma, use_host_mofed,
     gds_image, gdrcopy_image; the ConfigMaps repo_config, cert_config, kernel_module_config and the Secret
     secret_env (configs.py).
+    configurations: named driver configurations over spec (configurations.py), each planned for the GPU nodes it owns
+    with its own settings and DaemonSet names; the default one (spec itself when none is default) keeps the names
+    above. gpudirect_images: {gds, gdrcopy}, the images of a configuration's gds or gdrcopy.
     dtk_images: {rhcos: {status, image, message}} (resolve_dtk_images()['versions']).
     precompiled_available: set of, or {ref: bool} for, precompiled images that exist; None assumes all exist.
     prepare_versions (mode rhcos): RHCOS builds to plan a DaemonSet for even when no GPU node runs them yet (an
@@ -319,13 +343,14 @@ def desired_driver_daemonsets(template, spec, gpu_nodes_facts, dtk_images, mode,
     mounted (configs.config_volumes()).
     A plan whose drivers would load the proprietary kernel modules where they cannot work (GPUs that need the open
     ones, GPUDirect Storage from nvidia-fs 2.17.5: kernel_modules.kernel_module_refusals) is a PlanError naming the
-    nodes and what to set.
+    nodes and what to set; so are configurations that select one node twice, or are not valid (configurations.py).
     A node whose nvidia.com/gpu.deploy.driver has a value other than 'true' ('pre-installed': host driver),
     or whose operands are switched off, gets no driver DaemonSet.
 
     Returns {desired: [DaemonSet], blocked: [{key, nodes, reason}], assignments: {node: {daemonset,
     build: 'dtk'|'precompiled'|'compile'|'host'|'none'|'blocked', ...}}, mismatched: [{node, label,
-    effective, message}], warnings: [message], prepared: [DaemonSet names of prepare_versions no node runs]}.
+    effective, message}], warnings: [message], prepared: [DaemonSet names of prepare_versions no node runs],
+    owners: {node: configuration}, owner_changes: configurations.owner_changes()}.
     """
     if mode not in MODES:
         raise PlanError('mode %s is not one of %s' % (mode, ', '.join(MODES)), obj='driver spec', field='mode')
@@ -353,10 +378,21 @@ def desired_driver_daemonsets(template, spec, gpu_nodes_facts, dtk_images, mode,
                 'reason': '%s=%s' % (DRIVER_DEPLOY_LABEL, value)}
         else:
             eligible.append(facts)
-    planner = {'rhcos': _plan_rhcos, 'kernel': _plan_kernel, 'single': _plan_single}[mode]
-    planner(spec, eligible, dtk_images or {}, precompiled_available, plan, prepare_versions)
-    refusals = kernel_module_refusals(spec.get('kernel_module_type'), plan['assignments'], eligible,
-                                      spec.get('gds_image'))
+    specs = configuration_specs(spec, configurations, gpudirect_images)
+    plan['owners'] = node_owners(specs, eligible)
+    plan['owner_changes'] = owner_changes(plan['owners'], eligible)
+    planners = {'rhcos': _plan_rhcos, 'kernel': _plan_kernel, 'single': _plan_single}
+    refusals = []
+    for entry in specs:
+        members = [facts for facts in eligible if plan['owners'][facts['name']] == entry['name']]
+        configuration_mode = _configuration_mode(mode, entry, members)
+        planners[configuration_mode](entry['spec'], members, dtk_images or {}, precompiled_available, plan,
+                                     prepare_versions if (members or entry['default']) and configuration_mode != 'single' else ())
+        found = kernel_module_refusals(entry['spec'].get('kernel_module_type'),
+                                       dict((facts['name'], plan['assignments'][facts['name']]) for facts in members),
+                                       members, entry['spec'].get('gds_image'))
+        refusals.extend(found if not configurations else
+                        ['driver configuration %s: %s' % (entry['name'], refusal) for refusal in found])
     if refusals:
         raise PlanError('; '.join(refusals), obj='driver spec', field='kernel_module_type')
     # Until here each desired DaemonSet is its template's variables.

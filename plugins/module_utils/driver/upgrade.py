@@ -17,6 +17,7 @@ from ..operands.validation import KEY_ANNOTATION, NODE_ANNOTATION, check_label_s
 from ..operands.waiter import Lost
 from ..upgrade.gpu_workload_eviction import drain_plan, eviction_plan, evict_until_gone
 from . import upgrade_plan
+from .configurations import NEXT_OWNER_LABEL, OWNER_LABEL
 from .daemonsets import MANAGED_DRIVERS_SELECTOR
 
 MANAGED_SELECTOR = 'app.kubernetes.io/managed-by=accelerators.gpu'
@@ -80,9 +81,10 @@ class Rollout(object):
         for entry in states:
             if entry['name'] in self.params['assume_outdated']:
                 entry['outdated'] = True
+        budgets = dict((entry['name'], entry.get('upgrade_policy')) for entry in self.params['configurations'])
         try:
-            plan = upgrade_plan.rollout_plan(states, self.params['max_parallel'], self.params['max_unavailable'])
-            plan['waves'] = upgrade_plan.waves(states, self.params['max_parallel'], self.params['max_unavailable'])
+            plan = upgrade_plan.configuration_plan(states, budgets, self.params['max_parallel'],
+                                                   self.params['max_unavailable'])
         except upgrade_plan.BudgetError as error:
             raise TaskError(str(error))
         plan['steps'] = upgrade_plan.steps(self.params, '')
@@ -131,7 +133,11 @@ class Rollout(object):
                 failed.extend(more)
             for entry in moving:
                 self.set_state(entry, upgrade_plan.POD_RESTART_REQUIRED)
-                if entry['outdated'] and entry['pod']:
+                if entry['move_to']:
+                    # Its new configuration's DaemonSet takes it; the old one's controller deletes its driver pod.
+                    self.patch(entry['name'], {'metadata': {'labels': {
+                        OWNER_LABEL: entry['move_to'], NEXT_OWNER_LABEL: None}}})
+                elif entry['outdated'] and entry['pod']:
                     self._delete_driver_pod(entry)
             failed.extend(self._wait_for_drivers(moving))
         ready = [entry for entry in wave if entry['state'] in upgrade_plan.DRIVER_REPLACED]

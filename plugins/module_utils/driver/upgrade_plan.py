@@ -16,9 +16,10 @@ import re
 
 from ..nodes.facts import DEPLOY_LABEL_PREFIX, DRA_DRIVER, DRIVER_UPGRADE_STATE_LABEL
 from ..operands.checks.allocatable import allocatable_count
-from ..operands.checks.daemonsets import REVISION_HASH_LABEL, newest_revision_hash
+from ..operands.checks.daemonsets import REVISION_HASH_LABEL, newest_revision_hash, outdated_revision_hashes
 from ..operands.checks.objects import owned_by, pod_node
 from ..operands.checks.pods import pod_is_ready
+from .configurations import IMPLICIT_DEFAULT, NEXT_OWNER_LABEL, OWNER_LABEL
 
 STATE_LABEL = DRIVER_UPGRADE_STATE_LABEL
 SKIP_LABEL = 'nvidia.com/gpu-driver-upgrade.skip'
@@ -88,7 +89,8 @@ def node_driver_states(nodes, daemonsets, revisions, pods, dra_devices=None):
 
     nodes: GPU nodes with a driver of this collection (Node objects); daemonsets: the managed driver DaemonSets;
     revisions: their ControllerRevisions; pods: their pods. A pod is outdated when its controller-revision-hash is not
-    its DaemonSet's newest; a DaemonSet whose controller has not yet processed its spec makes its pods 'unknown'.
+    its DaemonSet's newest and its revision runs differently (outdated_revision_hashes); a DaemonSet whose controller
+    has not yet processed its spec makes its pods 'unknown'.
     dra_devices: {node: devices its ResourceSlices publish}, the GPUs of a node in DRA mode (runs_dra_driver), which
     advertises no nvidia.com/gpu.
     """
@@ -96,8 +98,10 @@ def node_driver_states(nodes, daemonsets, revisions, pods, dra_devices=None):
     for daemonset in daemonsets:
         meta, status = daemonset.get('metadata') or {}, daemonset.get('status') or {}
         observed = int(status.get('observedGeneration') or 0) >= int(meta.get('generation') or 0)
-        newest[meta.get('uid')] = (meta.get('name'), newest_revision_hash(
-            [r for r in revisions if owned_by(r, daemonset)]) if observed else None)
+        own = [r for r in revisions if owned_by(r, daemonset)]
+        revision = newest_revision_hash(own) if observed else None
+        newest[meta.get('uid')] = (meta.get('name'), revision, outdated_revision_hashes(
+            daemonset, own, [pod for pod in pods if owned_by(pod, daemonset)], revision) if revision else set())
     pods_by_node = {}
     for pod in pods:
         if pod_node(pod) and not (pod.get('metadata') or {}).get('deletionTimestamp'):
@@ -118,16 +122,21 @@ def node_driver_states(nodes, daemonsets, revisions, pods, dra_devices=None):
             'gpus': (dra_devices or {}).get(meta.get('name'), 0) if runs_dra_driver(node) else _gpus(node),
             'pod': None, 'pod_uid': None, 'daemonset': None, 'driver_ready': False, 'outdated': False,
             'revision_known': True,
+            # The driver configuration whose budget the node's rollout counts in, and the one it moves to.
+            'configuration': labels.get(NEXT_OWNER_LABEL) or labels.get(OWNER_LABEL) or IMPLICIT_DEFAULT,
+            'move_to': labels.get(NEXT_OWNER_LABEL) if labels.get(NEXT_OWNER_LABEL) not in (
+                None, labels.get(OWNER_LABEL)) else None,
         }
         for pod in sorted(pods_by_node.get(entry['name'], []), key=lambda p: p['metadata']['name']):
             owner = [ref.get('uid') for ref in pod['metadata'].get('ownerReferences') or [] if ref.get('uid') in newest]
             if not owner:
                 continue
-            daemonset, revision = newest[owner[0]]
+            daemonset, revision, outdated_hashes = newest[owner[0]]
             entry.update(pod=pod['metadata']['name'], pod_uid=pod['metadata'].get('uid'), daemonset=daemonset,
                          driver_ready=pod_is_ready(pod), revision_known=revision is not None,
-                         outdated=revision is not None
-                         and (pod['metadata'].get('labels') or {}).get(REVISION_HASH_LABEL) != revision)
+                         outdated=(pod['metadata'].get('labels') or {}).get(REVISION_HASH_LABEL) in outdated_hashes)
+        # A node that moves to another configuration needs the rollout as a driver change does.
+        entry['outdated'] = entry['outdated'] or entry['move_to'] is not None
         entry['available'] = entry['driver_ready'] and entry['gpus'] > 0
         states.append(entry)
     return sorted(states, key=lambda entry: entry['name'])
@@ -201,6 +210,37 @@ def waves(states, max_parallel, max_unavailable):
         result.append(rest[:size])
         rest = rest[size:]
     return result
+
+
+def configuration_plan(states, budgets, max_parallel, max_unavailable):
+    """rollout_plan() and waves() per driver configuration, each within its own budget (budgets: {configuration:
+    {max_parallel, max_unavailable}}, the module's for a configuration not named there), merged: the lists and the
+    waves joined, total and budget summed, stuck naming each configuration that cannot move. 'budgets' gives each
+    configuration's {total, budget}."""
+    groups = {}
+    for entry in states:
+        groups.setdefault(entry['configuration'], []).append(entry)
+    merged = {'total': 0, 'budget': 0, 'wave': [], 'waves': [], 'budgets': {}, 'stuck': ''}
+    stuck = []
+    for name, members in sorted(groups.items()):
+        policy = dict((key, value) for key, value in ((budgets or {}).get(name) or {}).items() if value is not None)
+        parallel = policy.get('max_parallel', max_parallel)
+        unavailable = policy.get('max_unavailable', max_unavailable)
+        plan = rollout_plan(members, parallel, unavailable)
+        for key, value in plan.items():
+            if isinstance(value, list):
+                merged[key] = sorted(merged.get(key, []) + value)
+        merged['total'] += plan['total']
+        merged['budget'] += plan['budget']
+        merged['budgets'][name] = {'total': plan['total'], 'budget': plan['budget']}
+        for index, wave in enumerate(waves(members, parallel, unavailable)):
+            if index == len(merged['waves']):
+                merged['waves'].append([])
+            merged['waves'][index] = sorted(merged['waves'][index] + wave)
+        if plan['stuck']:
+            stuck.append('driver configuration %s: %s' % (name, plan['stuck']) if len(groups) > 1 else plan['stuck'])
+    merged['stuck'] = '; '.join(stuck)
+    return merged
 
 
 def state_patch(name, state, annotations=None):

@@ -287,6 +287,9 @@ class Client:
                 _RESPONSE_BYTES.update(wire=response.tell(), json=decoded['bytes'])
         data = response.data
         _RESPONSE_BYTES.update(wire=response.tell(), json=len(data))
+        if (response.headers.get('Content-Type') or '').startswith('text/plain'):
+            # A pod's own page through the API server's proxy (a DCGM exporter's metrics).
+            return data.decode('utf-8', 'replace')
         return json.loads(data)
 
     def read(self, path, **query):
@@ -362,6 +365,14 @@ class Client:
                 yield items, token
                 if not token:
                     return
+
+    def read_once(self, path):
+        """The answer at path, tried once: for a pod's page through the API server's proxy, whose failure is the pod's
+        (not answering, not ready), so neither retried nor counted among the API server's faults."""
+        response, failure = self._send('GET', path, None, {})
+        if failure is not None:
+            raise failure[0]
+        return self._decode('GET', path, response, None)
 
     def read_optional(self, path):
         """(the object at path or None, whether the API server serves its API): an absent object is no error."""

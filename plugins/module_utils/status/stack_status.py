@@ -14,23 +14,27 @@ from ..dra import (
     API as RESOURCE_API, DRIVER as DRA_DRIVER, allocation_results, asks_for_gpus, claim_names, exclusive_gpus,
     published_devices)
 from ..driver.changes import is_managed_driver, serves
+from ..driver.configurations import NEXT_OWNER_LABEL, OWNER_LABEL
 from ..driver.kernel_modules import daemonset_kernel_modules
 from ..driver.upgrade_plan import FAILURE_ANNOTATION, STATE_LABEL
+from ..health.read import read_health
+from ..health.records import health_parts
 from ..k8s.errors import APIError, TaskError
 from ..k8s.views import NODE_FULL, POD_CELLS, POD_FULL, POD_READINESS
 from ..nodes.facts import DRA_DRIVER as DRA_OPERAND, node_facts
 from ..nodes.gfd_labels import driver_version, gpu_summary
 from ..operands.checks.deployments import deployment_state
 from ..operands.checks.objects import selector_string
-from .table import selected_columns, table, under_way
+from .table import fault_lines, selected_columns, table, under_way
 
 COMPONENT = 'app.kubernetes.io/component'
 DRIVER = 'nvidia-driver'
 # The label by which the collection's driver DaemonSets select their pods: the DaemonSet's name (driver.plan).
 DRIVER_APP_LABEL = 'app'
 # Table columns of the operands, by the app.kubernetes.io/component of their pods.
+DCGM_EXPORTER = 'nvidia-dcgm-exporter'
 OPERANDS = (('driver', DRIVER), ('toolkit', 'nvidia-container-toolkit'),
-            ('device_plugin', 'nvidia-device-plugin'), ('dcgm_exporter', 'nvidia-dcgm-exporter'))
+            ('device_plugin', 'nvidia-device-plugin'), ('dcgm_exporter', DCGM_EXPORTER))
 # GPU feature discovery may be switched off (gpu_feature_discovery_enabled), the MIG manager runs on MIG-capable
 # nodes only, the MPS control daemon on nodes sharing their GPUs through MPS only: a node without their pods can be
 # ready.
@@ -147,6 +151,8 @@ def node_rows(facts, nodes, pods, jobs, daemonsets=None, resource='nvidia.com/gp
     is not, or '-'.
     product, memory (MiB) and mig_capable come from GPU feature discovery's labels, else from NFD's PCI device
     labels (gpu_info says which: 'gfd', 'pci' or None).
+    driver_configuration: the driver configuration owning the node (its nvidia.com/gpu-operator.driver.owner label),
+    '<owner> -> <next>' while it waits to move, None when unlabelled.
     kernel_module_type, kernel_modules: the KERNEL_MODULE_TYPE of the node's driver DaemonSet (auto when unset) and the
     modules that gives (open, proprietary; None when auto and its image's tag names no version), None without one.
     without_driver_daemonset: the node is to get the stack's driver (nvidia.com/gpu.deploy.driver=true) and no driver
@@ -187,6 +193,10 @@ def node_rows(facts, nodes, pods, jobs, daemonsets=None, resource='nvidia.com/gp
             'driver_upgrade_failure': (metadata.get('annotations') or {}).get(FAILURE_ANNOTATION),
         }
         labels = metadata.get('labels') or {}
+        # The driver configuration that owns the node, and the one it moves to while a rollout has not moved it yet.
+        row['driver_configuration'] = ' -> '.join(owner for owner in (
+            labels.get(OWNER_LABEL), labels.get(NEXT_OWNER_LABEL) if labels.get(NEXT_OWNER_LABEL) != labels.get(
+                OWNER_LABEL) else None) if owner) or None
         row.update(mig_config=labels.get(MIG_CONFIG_LABEL), mig_config_state=labels.get(MIG_STATE_LABEL))
         row.update(sharing_info(labels))
         in_dra = in_dra_stack(fact)
@@ -258,7 +268,8 @@ def table_lines(rows, claims=(), columns=None):
     """The rows as aligned text lines under a header, for people, in the columns of columns (table's
     selected_columns(), else its default view), then a line for each node that needs something done: a failed
     driver upgrade with its cause, no driver DaemonSet for what the node runs; then a line for each GPU claim the
-    scheduler could not allocate (pending_claims()), with its reason."""
+    scheduler could not allocate (pending_claims()), with its reason; then the GPU faults that ask for an action
+    (table's fault_lines())."""
     lines = table(rows, [not_ready_reasons(row) for row in rows], columns)
     for row in rows:
         if row.get('driver_upgrade_failure'):
@@ -269,7 +280,7 @@ def table_lines(rows, claims=(), columns=None):
     for claim in claims:
         lines.append('claim %s%s pending: %s' % (claim['claim'], ' of pod %s' % claim['pod'] if claim['pod'] else '',
                                                  claim['reason']))
-    return lines
+    return lines + fault_lines(rows)
 
 
 def verdict(rows, controller=None):
@@ -291,15 +302,19 @@ def controller_line(controller):
 
 
 def status_node(node):
-    """What node_rows() reads of a Node (name, labels, the upgrade-failure annotation, capacity, allocatable): a
-    reader of thousands of full Nodes keeps only this of each."""
+    """What node_rows() and the health records read of a Node (name, labels, the upgrade-failure annotation,
+    capacity, allocatable; schedulability, taints and GPU conditions): a reader of thousands of full Nodes keeps only
+    this of each."""
     metadata = node.get('metadata') or {}
     status = node.get('status') or {}
     annotations = metadata.get('annotations') or {}
+    parts = health_parts(node)
     return {'metadata': {'name': metadata.get('name'), 'labels': metadata.get('labels') or {},
                          'annotations': dict((key, annotations[key]) for key in (FAILURE_ANNOTATION,)
                                              if key in annotations)},
-            'status': {'capacity': status.get('capacity') or {}, 'allocatable': status.get('allocatable') or {}}}
+            'spec': parts['spec'],
+            'status': dict(parts['status'], capacity=status.get('capacity') or {},
+                           allocatable=status.get('allocatable') or {})}
 
 
 def read_gpu_nodes(api, label_selector=None):
@@ -389,6 +404,11 @@ def run(module, api):
     rows = node_rows(facts, nodes, pods, api.list_jobs(params['namespace'], VALIDATION_SELECTOR), daemonsets,
                      dra=dra_devices(dra[0], dra[1]) if dra else None)
     claims = pending_claims(dra[1], dra[2]) if dra else []
+    exporters = [pod for pod in pods if (pod['metadata'].get('labels') or {}).get(COMPONENT) == DCGM_EXPORTER]
+    health = read_health(api, params, nodes, exporters, dra[0] if dra else [], every_exporter=False)[0]
+    records = dict((record['node'], record) for record in health)
+    for row in rows:
+        row.update(health=records[row['node']]['action'], gpu_faults=records[row['node']]['faults'])
     # The ComputeDomain controller, where a node runs the DRA stack and the deploy made it.
     found = api.read_optional('/apis/apps/v1/namespaces/%s/deployments/%s' % (params['namespace'], DRA_CONTROLLER))[
         0] if dra else None
@@ -398,4 +418,4 @@ def run(module, api):
     lines = table_lines(rows, claims, params['columns']) + ([controller_line(controller)] if controller else [])
     return {'changed': False, 'nodes': rows, 'dra_controller': controller,
             'ready': bool(rows) and all(row['ready'] for row in rows) and (controller is None or controller['ready']),
-            'pending_claims': claims, 'lines': lines + [verdict(rows, controller)]}
+            'pending_claims': claims, 'gpu_health': health, 'lines': lines + [verdict(rows, controller)]}

@@ -12,11 +12,12 @@ __metaclass__ = type
 # Every column, in the order of the wide view: (name, title). The names are what a selection lists.
 COLUMNS = (('node', 'NODE'), ('gpus', 'GPUS'), ('product', 'PRODUCT'), ('memory', 'MEMORY MiB'),
            ('mig_capable', 'MIG'), ('os', 'RHCOS / KERNEL'), ('driver_daemonset', 'DRIVER DAEMONSET'),
+           ('driver_configuration', 'DRIVER CONFIG'),
            ('driver', 'DRIVER'), ('kernel_modules', 'KERNEL MODULES'), ('driver_upgrade', 'DRIVER UPGRADE'),
            ('toolkit', 'TOOLKIT'), ('device_plugin', 'DEVICE PLUGIN'), ('sharing', 'SHARING'), ('mps_control_daemon', 'MPS DAEMON'),
            ('dra_driver', 'DRA DRIVER'), ('dcgm_exporter', 'DCGM EXPORTER'), ('gpu_feature_discovery', 'GFD'),
            ('mig_manager', 'MIG MANAGER'), ('mig_config', 'MIG CONFIG'), ('allocatable', 'ALLOCATABLE'),
-           ('dra_devices', 'DRA DEVICES'), ('validation', 'LAST VALIDATION'), ('stack', 'STACK'))
+           ('dra_devices', 'DRA DEVICES'), ('validation', 'LAST VALIDATION'), ('health', 'HEALTH'), ('stack', 'STACK'))
 TITLES = dict(COLUMNS)
 # The selection of every column.
 WIDE = 'wide'
@@ -94,10 +95,37 @@ def cell(row, column, problems):
         return '%s (%s)' % (value, row['mig_config_state'] or 'no state') if value else '-'
     if column == 'dra_devices':
         return '-' if value is None else '%d (%d allocated)' % (value, row['dra_allocated'])
+    if column == 'health':
+        return health_cell(row)
     if column == 'validation':
         return ' '.join('%s:%s' % item for item in value.items()) + (
             ' (%s)' % row['validated_at'] if row['validated_at'] else '') if value else '-'
     return '-' if value is None else str(value)
+
+
+def health_cell(row):
+    """The health of a row's GPUs (its gpu_faults, health.records' faults): 'ok' without faults, else the action they
+    ask for (none: reported only) and what each is, its XID or its source."""
+    faults = row.get('gpu_faults') or []
+    if not faults:
+        return 'ok'
+    return '%s: %s' % (row['health'] if row['health'] != 'none' else 'reported', ', '.join(
+        'XID %d' % fault['xid'] if fault['xid'] is not None else fault['source'] for fault in faults))
+
+
+def fault_lines(rows):
+    """The GPU faults asking for an action, one a line under a header (NODE, GPU: its UUID, else its PCI bus ID or
+    index, XID, ACTION, SOURCE), after a title line; [] where there are none. Application errors (action none) are
+    left to the HEALTH column."""
+    cells = [[row['node'], fault['gpu_uuid'] or fault['pci_bus_id'] or (
+        '-' if fault['gpu_index'] is None else 'gpu %d' % fault['gpu_index']),
+        '-' if fault['xid'] is None else str(fault['xid']), fault['action'], fault['source']]
+        for row in rows for fault in row.get('gpu_faults') or [] if fault['action'] != 'none']
+    if not cells:
+        return []
+    nodes = len(set(line[0] for line in cells))
+    return ['Unhealthy GPUs on %d node%s:' % (nodes, '' if nodes == 1 else 's')] + aligned(
+        [['NODE', 'GPU', 'XID', 'ACTION', 'SOURCE']] + cells)
 
 
 def shortened(text, width):

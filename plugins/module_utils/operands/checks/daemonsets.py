@@ -7,6 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ...driver.revisions import revision_template, runs_differently
 from ...nodes.selection import daemonset_schedules_on
 from .objects import as_int, metadata_of, owned_by, pod_node, status_of, warning_events
 from .pods import pod_is_ready, pod_problems
@@ -15,12 +16,26 @@ from .problems import NOT_CREATED, new_problem
 REVISION_HASH_LABEL = 'controller-revision-hash'
 
 
+def _revision_hash(obj):
+    return (metadata_of(obj).get('labels') or {}).get(REVISION_HASH_LABEL)
+
+
 def newest_revision_hash(revisions):
     """controller-revision-hash of the highest-numbered ControllerRevision, or None when there is none."""
     if not revisions:
         return None
-    newest = max(revisions, key=lambda revision: int(revision.get('revision') or 0))
-    return (metadata_of(newest).get('labels') or {}).get(REVISION_HASH_LABEL)
+    return _revision_hash(max(revisions, key=lambda revision: int(revision.get('revision') or 0)))
+
+
+def outdated_revision_hashes(daemonset, revisions, pods, newest):
+    """The controller-revision-hashes of an OnDelete DaemonSet's pods that are older than newest and whose revision's
+    template runs differently from the DaemonSet's current one (driver/revisions.py: a new DRIVER_CONFIG_DIGEST or
+    node selector alone does not); a hash whose revision is gone counts. revisions: the DaemonSet's. Each hash is
+    compared once, however many pods carry it."""
+    template = (daemonset.get('spec') or {}).get('template')
+    by_hash = dict((_revision_hash(revision), revision) for revision in revisions)
+    return set(pod_hash for pod_hash in set(_revision_hash(pod) for pod in pods) - set([newest])
+               if runs_differently(revision_template(by_hash.get(pod_hash)), template))
 
 
 def leaving_pods(daemonset, pods, nodes):
@@ -42,7 +57,8 @@ def daemonset_state(daemonset, pods, revisions=(), accept_outdated=False):
 
     Ready when its status describes the current spec (observedGeneration) and either no node should run it
     (desiredNumberScheduled == 0) or: RollingUpdate, every scheduled pod is updated and available;
-    OnDelete, every pod's controller-revision-hash is the newest ControllerRevision's and every pod is Ready.
+    OnDelete, every pod runs the newest ControllerRevision (or an older one that runs no differently:
+    outdated_revision_hashes) and every pod is Ready.
     pods: the DaemonSet's pods (others are ignored); revisions: its ControllerRevisions (needed for OnDelete).
     accept_outdated: an OnDelete pod of an older revision counts as ready when it is (its node is served until a
     rollout replaces it); such pods are listed in 'outdated'.
@@ -68,7 +84,8 @@ def daemonset_state(daemonset, pods, revisions=(), accept_outdated=False):
         state.update(ready=True, reason='no node selected')
     elif strategy == 'OnDelete':
         newest = newest_revision_hash(own_revisions)
-        stale = [p for p in own if (metadata_of(p).get('labels') or {}).get(REVISION_HASH_LABEL) != newest]
+        outdated_hashes = outdated_revision_hashes(daemonset, own_revisions, own, newest)
+        stale = [p for p in own if _revision_hash(p) in outdated_hashes]
         state['revision'] = newest
         if accept_outdated and newest is not None:
             # Left to the rollout, ready or not: their nodes are served, or failed, with the old revision.

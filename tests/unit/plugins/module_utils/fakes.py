@@ -134,6 +134,12 @@ class FakeCluster(Deadlines):
         self.set_labels(name, labels)
         return copy.deepcopy(self.nodes[name])
 
+    def patch_node(self, name, body):
+        """A merge patch of a node's labels (what the driver planner writes: owner labels)."""
+        self.writes.append(('PATCH', name))
+        self.set_labels(name, body['metadata']['labels'])
+        return copy.deepcopy(self.nodes[name])
+
     def list_daemonsets(self, namespace, label_selector=None):
         self.reads.append(('daemonsets', label_selector))
         return [copy.deepcopy(ds) for name, ds in sorted(self.daemonsets.items())

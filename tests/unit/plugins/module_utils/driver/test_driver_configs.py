@@ -165,7 +165,8 @@ def test_the_module_refuses_a_missing_configmap_before_any_write_and_mounts_the_
 
     cluster.objects.update(objects_in('gpu', config_maps=('mirror-ca',)))
     result = run(FakeModule(params(mode='single', driver=driver)), cluster)
-    assert cluster.writes == [('APPLY', 'nvidia-driver-daemonset')]
+    # The node's owner label first, then the DaemonSet selecting it.
+    assert cluster.writes == [('PATCH', 'w1'), ('APPLY', 'nvidia-driver-daemonset')]
     stored = cluster.daemonsets['nvidia-driver-daemonset']
     assert set(config_volumes(stored)) == {'mirror-repo', 'mirror-ca', 'module-params'}
     assert result['created'] == ['nvidia-driver-daemonset']

@@ -16,7 +16,8 @@ DTK_418 = 'quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:' + 'c' * 64
 DS_416 = 'nvidia-driver-daemonset-' + RHCOS_416
 DS_418 = 'nvidia-driver-daemonset-' + RHCOS_418
 DRIVER = {'repository': 'nvcr.io/nvidia', 'version': '550.90.07', 'image': None, 'env': None}
-LABELLED = {'nvidia.com/gpu.deploy.driver': 'true'}
+# Deploy-labelled, and owned by the default driver configuration as a first run labels them.
+LABELLED = {'nvidia.com/gpu.deploy.driver': 'true', 'nvidia.com/gpu-operator.driver.owner': 'default'}
 
 
 def params(**overrides):
@@ -24,7 +25,8 @@ def params(**overrides):
             'label_selector': None, 'page_size': 500, 'dtk_images': None, 'dtk_overrides': {}, 'precompiled_available': None,
             'precompiled_registry_check': None, 'prepare_versions': [], 'allow_blocked': False, 'allow_downgrade': False,
             'refuse_outdated': False,
-            'plan_only': False, 'wait': None, 'daemonset_template': TEMPLATE}
+            'plan_only': False, 'wait': None, 'daemonset_template': TEMPLATE, 'configurations': None,
+            'gpudirect_images': {}}
     base.update(overrides)
     return base
 

@@ -20,6 +20,8 @@ DTK_418 = 'quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:' + 'c' * 64
 SPEC = {'namespace': 'nvidia-gpu', 'repository': 'nvcr.io/nvidia', 'image': 'driver', 'version': '550.90.07',
         'branch': '550'}
 DEPLOY_DRIVER = 'nvidia.com/gpu.deploy.driver'
+# Every driver DaemonSet selects the nodes of its configuration; without configurations, the default one's.
+OWNED = {'nvidia.com/gpu-operator.driver.owner': 'default'}
 
 
 def resolved(image):
@@ -154,7 +156,7 @@ def test_rhcos_mode_mixed_cluster_gets_one_daemonset_per_version():
     assert ds['spec']['updateStrategy'] == {'type': 'OnDelete'}
     assert ds['spec']['template']['metadata']['labels'] == labels
     pod = ds['spec']['template']['spec']
-    assert pod['nodeSelector'] == {OSTREE: RHCOS_416, DEPLOY_DRIVER: 'true'}
+    assert pod['nodeSelector'] == {OSTREE: RHCOS_416, DEPLOY_DRIVER: 'true', **OWNED}
     assert 'nodeAffinity' not in pod['affinity']
     driver = container(ds, 'nvidia-driver-ctr')
     assert driver['image'] == 'nvcr.io/nvidia/driver:550.90.07-rhcos4.16'
@@ -207,7 +209,7 @@ def test_rhcos_mode_spec_is_applied():
     assert pod['imagePullSecrets'] == [{'name': 'pull'}]
     assert pod['tolerations'] == []
     assert pod['priorityClassName'] == 'high' and pod['serviceAccountName'] == 'sa'
-    assert pod['nodeSelector'] == {'node-role.kubernetes.io/gpu': '', OSTREE: RHCOS_416, DEPLOY_DRIVER: 'true'}
+    assert pod['nodeSelector'] == {'node-role.kubernetes.io/gpu': '', OSTREE: RHCOS_416, DEPLOY_DRIVER: 'true', **OWNED}
     assert ds['metadata']['labels']['team'] == 'ml'
     assert ds['metadata']['annotations'] == {'owner': 'ml'}
     assert ds['spec']['template']['metadata']['annotations']['owner'] == 'ml'
@@ -328,7 +330,7 @@ def test_kernel_mode_precompiled_with_dtk_fallback_and_blocked_ubuntu():
     assert ds['metadata']['labels']['nvidia.com/precompiled'] == 'true'
     assert ds['spec']['template']['spec']['nodeSelector'] == {
         KERNEL: KERNEL_416, 'feature.node.kubernetes.io/system-os_release.ID': 'rhcos',
-        'feature.node.kubernetes.io/system-os_release.VERSION_ID': '4.16', DEPLOY_DRIVER: 'true'}
+        'feature.node.kubernetes.io/system-os_release.VERSION_ID': '4.16', DEPLOY_DRIVER: 'true', **OWNED}
     assert container(ds, 'nvidia-driver-ctr')['image'] == have
     assert container(ds, 'nvidia-driver-ctr')['command'] == ['nvidia-driver']
     # The fallback DTK DaemonSet must not also select w1, which has the precompiled driver.
@@ -390,7 +392,7 @@ def test_single_mode_one_daemonset_for_all_driver_nodes():
     assert len(plan['desired']) == 1
     ds = plan['desired'][0]
     assert ds['metadata']['name'] == 'nvidia-driver-daemonset'
-    assert ds['spec']['template']['spec']['nodeSelector'] == {DEPLOY_DRIVER: 'true'}
+    assert ds['spec']['template']['spec']['nodeSelector'] == {DEPLOY_DRIVER: 'true', **OWNED}
     assert container(ds, 'nvidia-driver-ctr')['image'] == 'nvcr.io/nvidia/driver:550.90.07-ubuntu22.04'
     assert plan['assignments']['u2'] == {'daemonset': 'nvidia-driver-daemonset', 'build': 'compile',
                                          'image': 'nvcr.io/nvidia/driver:550.90.07-ubuntu22.04'}
@@ -532,7 +534,7 @@ def test_unmanaged_daemonsets_are_never_touched():
     assert plan['create'] == [] and plan['update'] == [] and plan['unchanged'] == []
     assert plan['keep'][0]['name'] == 'nvidia-driver-daemonset-' + RHCOS_416
     assert 'this collection does not manage' in plan['keep'][0]['reason']
-    assert plan['keep'][0]['node_selector'] == {OSTREE: RHCOS_416, DEPLOY_DRIVER: 'true'}
+    assert plan['keep'][0]['node_selector'] == {OSTREE: RHCOS_416, DEPLOY_DRIVER: 'true', **OWNED}
 
 
 def test_other_managed_daemonsets_are_not_driver_daemonsets():
@@ -544,7 +546,7 @@ def test_other_managed_daemonsets_are_not_driver_daemonsets():
 
 
 def test_blocked_version_keeps_its_daemonset_and_its_nodes_keep_a_driver():
-    nodes = facts_of(rhcos_node('w1', extra={DEPLOY_DRIVER: 'true'}), node_418('w3'))
+    nodes = facts_of(rhcos_node('w1', extra={DEPLOY_DRIVER: 'true', **OWNED}), node_418('w3'))
     broken = {'image': None, 'source': None, 'status': 'broken', 'history': [], 'message': 'stream broken'}
     result = desired_driver_daemonsets(SPEC, nodes, {RHCOS_416: broken, RHCOS_418: resolved(DTK_418)}, 'rhcos')
     assert result['blocked'] == [{'key': RHCOS_416, 'nodes': ['w1'], 'reason': 'stream broken'}]
@@ -552,7 +554,7 @@ def test_blocked_version_keeps_its_daemonset_and_its_nodes_keep_a_driver():
     plan = plan_driver_changes(result['desired'], existing, nodes)
     assert plan['delete'] == []
     assert plan['keep'][0]['name'] == 'nvidia-driver-daemonset-' + RHCOS_416
-    assert plan['keep'][0]['node_selector'] == {OSTREE: RHCOS_416, DEPLOY_DRIVER: 'true'}
+    assert plan['keep'][0]['node_selector'] == {OSTREE: RHCOS_416, DEPLOY_DRIVER: 'true', **OWNED}
     # w1 is still labelled for the kept DaemonSet, which builds for the RHCOS it runs.
     assert nodes_left_without_driver(plan, result['blocked'], nodes) == []
     # Without the deploy label the kept DaemonSet does not select w1.
@@ -562,7 +564,7 @@ def test_blocked_version_keeps_its_daemonset_and_its_nodes_keep_a_driver():
 
 def test_nodes_left_without_driver_mid_upgrade():
     # w1 rebooted into 418 (label relabelled), whose DTK is missing; the kept 416 DaemonSet no longer serves it.
-    labelled = {DEPLOY_DRIVER: 'true'}
+    labelled = {DEPLOY_DRIVER: 'true', **OWNED}
     nodes = facts_of(node_418('w1', extra=labelled), rhcos_node('w2', extra=labelled))
     missing = {'image': None, 'source': None, 'status': 'missing', 'history': [], 'message': 'no tag'}
     result = desired_driver_daemonsets(SPEC, nodes, {RHCOS_416: resolved(DTK_416), RHCOS_418: missing}, 'rhcos')
@@ -614,7 +616,7 @@ def test_prepared_version_gets_its_daemonset_selecting_its_label_only(build, tag
     assert sorted(desired) == sorted(['nvidia-driver-daemonset-' + RHCOS_416, name])
     assert plan['prepared'] == [name] and plan['blocked'] == []
     pod = desired[name]['spec']['template']['spec']
-    assert pod['nodeSelector'] == {OSTREE: build, DEPLOY_DRIVER: 'true'}
+    assert pod['nodeSelector'] == {OSTREE: build, DEPLOY_DRIVER: 'true', **OWNED}
     assert container(desired[name], 'nvidia-driver-ctr')['image'] == 'nvcr.io/nvidia/driver:550.90.07-' + tag
     assert container(desired[name], 'openshift-driver-toolkit-ctr')['image'] == DTK_418
     assert plan['assignments']['w1']['daemonset'] == 'nvidia-driver-daemonset-' + RHCOS_416
@@ -704,7 +706,7 @@ def test_prepared_kernel_gets_its_precompiled_daemonset_per_os_selecting_no_node
     assert prepared['spec']['template']['spec']['nodeSelector'] == {
         'feature.node.kubernetes.io/kernel-version.full': KERNEL_NEW,
         'feature.node.kubernetes.io/system-os_release.ID': 'ubuntu',
-        'feature.node.kubernetes.io/system-os_release.VERSION_ID': '22.04', DEPLOY_DRIVER: 'true'}
+        'feature.node.kubernetes.io/system-os_release.VERSION_ID': '22.04', DEPLOY_DRIVER: 'true', **OWNED}
     assert container(prepared, 'nvidia-driver-ctr')['image'] == IMAGE_NEW
     # The nodes' own DaemonSets stay; none is assigned to the prepared one yet.
     assert plan['assignments']['u1']['daemonset'] == 'nvidia-driver-daemonset-5.15.0-100-generic-ubuntu22.04'

@@ -255,7 +255,8 @@ def params(**extra):
     values = {'namespace': 'gpu', 'label_selector': None, 'assume_outdated': [], 'max_parallel': 0,
               'max_unavailable': '50%', 'cordon': True, 'eviction': {'timeout': 10, 'skip_label': 'skip'},
               'drain': {'enable': False, 'pod_selector': '', 'timeout': 10}, 'wait_timeout': 30,
-              'poll_interval': 1, 'grace': 3, 'validation_checks': ['driver-upgrade'], 'nodes': []}
+              'poll_interval': 1, 'grace': 3, 'validation_checks': ['driver-upgrade'], 'nodes': [],
+              'configurations': []}
     values.update(extra)
     return values
 

@@ -41,6 +41,11 @@ def node(name, gpus):
 
 
 OPERANDS = ("nvidia-container-toolkit", "nvidia-device-plugin", "nvidia-dcgm-exporter")
+# A DCGM exporter's page of one GPU, for the node and the XID to fill in.
+EXPORTER_PAGE = ('# HELP DCGM_FI_DEV_XID_ERRORS Value of the last XID error encountered.\n'
+                 '# TYPE DCGM_FI_DEV_XID_ERRORS gauge\n'
+                 'DCGM_FI_DEV_XID_ERRORS{gpu="0",UUID="GPU-5f0c2a8e-1d3b-4c7a-9e21-0b6d4f8a7c13",'
+                 'pci_bus_id="00000000:07:00.0",device="nvidia0",modelName="NVIDIA A100-SXM4-80GB",Hostname="%s"} %d\n')
 
 
 def test_ready_node_pre_installed_driver_and_a_failing_pull():
@@ -238,7 +243,15 @@ class StatusCluster:
         self.resource_lists = resource_lists
         # {path: object} read one by one (the ComputeDomain controller's Deployment).
         self.objects = objects or {}
+        # {exporter pod name: its page}.
+        self.metrics = {}
         self.reads = []
+
+    def read_once(self, path):
+        """An exporter's page through the pod proxy: its metrics (self.metrics by pod name), else no XID."""
+        self.reads.append(("proxy", path))
+        name = path.split("/pods/")[1].split(":")[0]
+        return self.metrics.get(name, EXPORTER_PAGE % (name.rsplit("-", 1)[-1], 0))
 
     def read_optional(self, path):
         self.reads.append(("object", path))
@@ -308,9 +321,12 @@ def test_the_module_reads_each_list_once_keeps_only_what_rows_show_and_says_wher
         ("pods", "gpu", drivers + ",app=nvidia-driver-daemonset-" + build, POD_CELLS),
         ("pods", "gpu", drivers + ",app notin (nvidia-driver-daemonset-%s)" % build, POD_READINESS),
         # No node runs the DRA stack: nothing of resource.k8s.io is read.
+        # No node shows a GPU fault: no DCGM exporter is read.
         ("jobs", "gpu", "app.kubernetes.io/component=gpu-validation")]
     assert [(row["node"], row["ready"], row["driver_upgrade"]) for row in result["nodes"]] == [
         ("a-ready", True, "-"), ("b-failed", False, "upgrade-failed")]
+    assert [(record["node"], record["healthy"], record["gpus"]) for record in result["gpu_health"]] == [
+        ("a-ready", True, {"capacity": 8, "allocatable": 8}), ("b-failed", True, {"capacity": 8, "allocatable": 8})]
     assert (result["ready"], result["changed"]) == (False, False)
     assert result["lines"][-2:] == ["b-failed: driver upgrade-failed: driver pod not ready after 600s",
                                     "GPU stack NOT ready on b-failed"]
@@ -318,7 +334,9 @@ def test_the_module_reads_each_list_once_keeps_only_what_rows_show_and_says_wher
     assert [warning.split(":")[0] for warning in module.warnings] == ["node c-unlabelled"]
     assert status_node(cluster.nodes[0]) == {
         "metadata": {"name": "b-failed", "labels": cluster.nodes[0]["metadata"]["labels"], "annotations": failure},
-        "status": {"capacity": {"nvidia.com/gpu": "8"}, "allocatable": {"nvidia.com/gpu": "8", "cpu": "64"}}}
+        "spec": {"unschedulable": False, "taints": []},
+        "status": {"capacity": {"nvidia.com/gpu": "8"}, "allocatable": {"nvidia.com/gpu": "8", "cpu": "64"},
+                   "conditions": []}}
 
 
 def test_an_unknown_column_fails_the_module_before_it_reads_anything():
@@ -359,6 +377,8 @@ def test_pods_are_read_per_component_and_per_driver_daemonset_and_rows_are_those
     # A server that answers every view with full pods, and one read of every managed pod: the same rows.
     full = StatusCluster(nodes, pods, jobs, [driver_daemonset(build)], full_pods=True)
     assert run(module, full) == result
+    # Each row with its GPUs' health: none here.
+    assert [(row.pop("health"), row.pop("gpu_faults")) for row in result["nodes"]] == [("none", [])] * 3
     assert result["nodes"] == node_rows(*read_gpu_nodes(cells)[:2], pods, jobs, [driver_daemonset(build)])
 
 
@@ -467,4 +487,35 @@ def test_the_compute_domain_controller_is_shown_and_the_stack_not_ready_while_it
         "replicas available"]
     assert results[1]["lines"][-2:] == [
         "ComputeDomain controller gpu/nvidia-dra-driver-controller available: 1 of 1 replicas available",
+        "GPU stack ready on every GPU node"]
+
+
+def test_the_status_names_the_gpu_faults_of_each_node_and_returns_the_health_records():
+    build = "9.6.20260303-1"
+    nodes = [full_node(name, build) for name in ("a", "b", "c")]
+    # The device plugin marked a GPU of a Unhealthy.
+    nodes[0]["status"]["allocatable"]["nvidia.com/gpu"] = "7"
+    nodes[1]["status"]["conditions"] = [{"type": "SysLogsGPUFallenOff", "status": "True", "reason": "Xid79",
+                                         "message": "[79] GPU has fallen off the bus - RecommendedAction: RESTART_BM"}]
+    pods = [pod(name, component) for name in ("a", "b", "c") for component in OPERANDS]
+    pods += [pod(name, "nvidia-driver", app="nvidia-driver-daemonset-" + build) for name in ("a", "b", "c")]
+    cluster = StatusCluster(nodes, pods, [job(name, "cuda", succeeded=1) for name in ("a", "b", "c")],
+                            [driver_daemonset(build)])
+    cluster.metrics["nvidia-dcgm-exporter-a"] = EXPORTER_PAGE % ("a", 48)
+    # An application error on c, which the device plugin ignores: the status does not read c's exporter for it.
+    cluster.metrics["nvidia-dcgm-exporter-c"] = EXPORTER_PAGE % ("c", 13)
+    result = run(status_module(), cluster)
+    # The exporters of the nodes that show a fault, to name their GPUs and XIDs.
+    assert [read[1] for read in cluster.reads if read[0] == "proxy"] == [
+        "/api/v1/namespaces/gpu/pods/nvidia-dcgm-exporter-%s:9400/proxy/metrics" % name for name in ("a", "b")]
+    assert [(record["node"], record["action"], [fault["xid"] for fault in record["faults"]])
+            for record in result["gpu_health"]] == [("a", "reset", [48]), ("b", "reboot", [79]), ("c", "none", [])]
+    assert [(row["node"], row["health"], row["ready"]) for row in result["nodes"]] == [
+        ("a", "reset", True), ("b", "reboot", True), ("c", "none", True)]
+    # Below the table, before the verdict (the GPUs' faults do not make the stack not ready).
+    assert result["lines"][-5:] == [
+        "Unhealthy GPUs on 2 nodes:",
+        "NODE  GPU                                       XID  ACTION  SOURCE",
+        "a     GPU-5f0c2a8e-1d3b-4c7a-9e21-0b6d4f8a7c13  48   reset   exporter",
+        "b     -                                         79   reboot  condition",
         "GPU stack ready on every GPU node"]

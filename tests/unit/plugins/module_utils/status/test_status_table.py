@@ -6,7 +6,7 @@ columns it names; cells, shortening and alignment."""
 import pytest
 
 from ansible_collections.accelerators.gpu.plugins.module_utils.status.table import (
-    COLUMNS, WIDTH, aligned, cell, selected_columns, shortened, shown_columns, table)
+    COLUMNS, WIDTH, aligned, cell, fault_lines, selected_columns, shortened, shown_columns, table)
 
 EVERY_COLUMN = [name for name, _title in COLUMNS]
 LONG_PROBLEM = ("driver upgrade: upgrade-failed (the driver pod nvidia-driver-daemonset-9.6.20260303-1-x7k2p was not "
@@ -33,7 +33,7 @@ def row(name, **fields):
 def test_a_selection_is_the_default_view_wide_or_the_columns_it_names_node_first():
     assert selected_columns(None) is None and selected_columns([]) is None and selected_columns("") is None
     assert selected_columns("wide") == selected_columns(["WIDE"]) == EVERY_COLUMN
-    assert EVERY_COLUMN[0] == "node" and EVERY_COLUMN[-1] == "stack" and len(set(EVERY_COLUMN)) == 23
+    assert EVERY_COLUMN[0] == "node" and EVERY_COLUMN[-1] == "stack" and len(set(EVERY_COLUMN)) == 25
     # A list, or a comma-separated string (-e status_columns=...), in any case; NODE first, once.
     assert selected_columns(["stack", "Validation", "node"]) == ["node", "stack", "validation"]
     assert selected_columns("driver, stack,") == ["node", "driver", "stack"]
@@ -135,3 +135,46 @@ def test_a_fleet_adds_a_cluster_column_first_and_still_fits():
     assert max(len(line) for line in lines) == WIDTH
     assert table(rows, [[], []], "stack", clusters=["a", "b"]) == [
         "CLUSTER  NODE   STACK", "a        gpu-0  ready", "b        gpu-1  ready"]
+
+
+def fault(xid, action, source="exporter", uuid="GPU-5f0c2a8e-1d3b-4c7a-9e21-0b6d4f8a7c13", index=0):
+    """A health record's fault."""
+    return {"gpu_uuid": uuid, "pci_bus_id": None, "gpu_index": index, "xid": xid, "source": source,
+            "action": action, "message": "XID %s" % xid}
+
+
+def test_health_is_ok_or_the_action_and_each_fault_and_application_errors_are_reported():
+    assert cell(row("a"), "health", []) == "ok"
+    assert cell(row("a", health="none", gpu_faults=[]), "health", []) == "ok"
+    assert cell(row("a", health="none", gpu_faults=[fault(13, "none"), fault(43, "none")]), "health", []) == (
+        "reported: XID 13, XID 43")
+    assert cell(row("a", health="reboot", gpu_faults=[
+        fault(48, "reset"), fault(None, "reset", "allocatable", uuid=None, index=None), fault(79, "reboot")]),
+        "health", []) == "reboot: XID 48, allocatable, XID 79"
+
+
+def test_the_default_view_names_the_unhealthy_gpus_below_the_table_within_the_width_and_wide_has_health():
+    rows = [row("gpu-a100-0", health="reset",
+                gpu_faults=[fault(48, "reset"), fault(13, "none", uuid="GPU-1", index=1)]),
+            row("gpu-a100-1", health="none", gpu_faults=[fault(31, "none")]),
+            row("gpu-a100-with-a-long-node-name-2", health="rma", gpu_faults=[
+                fault(None, "reset", "allocatable", uuid=None, index=None),
+                fault(None, "rma", "condition", uuid=None, index=None)]),
+            row("gpu-a100-3")]
+    faults = fault_lines(rows)
+    assert faults == [
+        "Unhealthy GPUs on 2 nodes:",
+        "NODE                              GPU                                       XID  ACTION  SOURCE",
+        "gpu-a100-0                        GPU-5f0c2a8e-1d3b-4c7a-9e21-0b6d4f8a7c13  48   reset   exporter",
+        "gpu-a100-with-a-long-node-name-2  -                                         -    reset   allocatable",
+        "gpu-a100-with-a-long-node-name-2  -                                         -    rma     condition"]
+    assert max(len(line) for line in faults + table(rows, [[]] * 4)) <= WIDTH
+    # Only application errors, or none: no section.
+    assert fault_lines(rows[1:2]) == fault_lines(rows[3:]) == []
+    wide = table(rows, [[]] * 4, "wide")
+    assert wide[0].split()[-2:] == ["HEALTH", "STACK"]
+    assert [line[wide[0].index("HEALTH"):].rsplit(None, 1)[0].strip() for line in wide[1:]] == [
+        "reset: XID 48, XID 13", "reported: XID 31", "rma: allocatable, condition", "ok"]
+    # A GPU known by its index only.
+    assert fault_lines([row("n", gpu_faults=[fault(79, "reboot", uuid=None, index=3)])])[2].split() == [
+        "n", "gpu", "3", "79", "reboot", "exporter"]
