@@ -15,7 +15,7 @@ description:
   - Where each node stands is on the node alone, the label C(accelerators.gpu/gpu-remediation-state) and the JSON
     annotation C(accelerators.gpu/gpu-remediation) (reason, XIDs, GPU UUIDs, PCI bus IDs, action, attempts), so that
     a run that stopped resumes there. The states and budgets are those of the Failing GPUs page of the docs.
-  - O(action=plan) reads the nodes and the health records of O(health) (C(accelerators.gpu.gpu_health)'s records)
+  - O(action=plan) reads the nodes and the health records of O(health) (M(accelerators.gpu.gpu_health)'s records)
     and returns the plan of this run within the budgets (O(max_parallel), O(max_faulty_percent), O(max_attempts) in
     O(attempt_window), O(opt_out_label)) and its lines; the nodes of its wave get their target state and record
     written. When the circuit breaker trips, nothing is written and RV(breaker) says why.
@@ -49,7 +49,7 @@ options:
     default: cluster
   health:
     description: For O(action=plan), the health records of the cluster's GPU nodes, one per node (node, healthy,
-      action, gpus, faults, unschedulable, labels, taints), as C(accelerators.gpu.gpu_health) returns them.
+      action, gpus, faults, unschedulable, labels, taints), as M(accelerators.gpu.gpu_health) returns them.
     type: list
     elements: dict
     default: []

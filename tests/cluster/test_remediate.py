@@ -10,7 +10,7 @@ import kubernetes
 import pytest
 
 from conftest import wait_for
-from gpu_fleet import RHCOS_416
+from gpu_fleet import RHCOS_416, selector
 from localcluster import api, gpu_faults
 from test_deploy import fleet_variables, gpu_fleet, playbook
 from test_driver_rollout import audit_events
@@ -35,13 +35,16 @@ def stack(cluster):
     namespace = "t-remediate-" + os.urandom(2).hex()
     variables = dict(fleet_variables(namespace, spec, container_toolkit_validate=False,
                                      device_plugin_validate_workload=False), common_wait_timeout=120)
+    # The health as accelerators.gpu.gpu_health reads it: the simulated DCGM exporters' fields through Prometheus.
+    remediation = dict(variables, remediation_label_selector=selector(spec), remediation_poll_interval=0.5,
+                       remediation_prometheus_url=gpu_faults.prometheus_url(cluster))
     playbook(cluster, "deploy", variables).succeeded()
     workloads = "t-rem-workloads-" + os.urandom(2).hex()
     cluster.core.create_namespace({"metadata": {"name": workloads}})
     start_workload(cluster, workloads, faulty)
     fault = gpu_faults.inject_xid(cluster.client, faulty, 1, 48)
     wait_for(lambda: gpus(cluster, faulty) == (2, 1), message="GPU 1 of %s out of allocatable" % faulty)
-    yield faulty, other, namespace, variables, workloads, fault
+    yield faulty, other, namespace, remediation, workloads, fault
     cluster.core.delete_namespace(workloads)
     cluster.core.delete_namespace(namespace)
     made.delete()
@@ -72,21 +75,6 @@ def gpus(cluster, node):
     return tuple(int((resources or {}).get(GPU, 0)) for resources in (status.capacity, status.allocatable))
 
 
-def health(cluster, faulty, other, fault, action="reset"):
-    """The health records of the two nodes, as accelerators.gpu.gpu_health gives them: the fault injected on the
-    first, calling for action."""
-    records = []
-    for name in (faulty, other):
-        capacity, allocatable = gpus(cluster, name)
-        faults = [{"gpu_uuid": fault["uuid"], "pci_bus_id": fault["pci_bus_id"], "gpu_index": fault["gpu"],
-                   "xid": fault["xid"], "source": "dcgm-exporter", "action": action, "message": ""}] \
-            if name == faulty else []
-        records.append({"node": name, "healthy": not faults, "action": action if faults else "none",
-                        "gpus": {"capacity": capacity, "allocatable": allocatable}, "faults": faults,
-                        "unschedulable": False, "labels": {}, "taints": []})
-    return records
-
-
 def node_view(cluster, name):
     """What must not change on a node left alone: labels, annotations, taints, schedulability, its pods."""
     node = cluster.core.read_node(name)
@@ -112,8 +100,7 @@ def annotation(cluster, node, key):
 def test_check_mode_prints_the_plan_and_writes_nothing(cluster, stack):
     faulty, other, namespace, variables, _workloads, fault = stack
     before = api.object_names(cluster.client), node_view(cluster, faulty), node_view(cluster, other)
-    checked = playbook(cluster, "remediate", dict(variables, remediation_health=health(
-        cluster, faulty, other, fault)), check=True).succeeded()
+    checked = playbook(cluster, "remediate", variables, check=True).succeeded()
     [shown] = [result["msg"] for name, result in checked.results if name.endswith("Show the plan")]
     assert shown[0] == "Check mode, nothing changes."
     assert shown[1].startswith("cluster localhost, node %s: no state -> quarantine, then drain-required; GPUs %s "
@@ -129,8 +116,7 @@ def test_xid_48_is_quarantined_drained_reset_validated_and_returned_the_other_no
     plugin_before = [p.metadata.uid for p in cluster.core.list_namespaced_pod(namespace, label_selector=PLUGIN).items
                      if p.spec.node_name == faulty]
 
-    run = UpgradeRun(cluster, dict(variables, remediation_health=health(cluster, faulty, other, fault),
-                                   remediation_poll_interval=0.5), tmp_path, playbook="accelerators.gpu.remediate")
+    run = UpgradeRun(cluster, variables, tmp_path, playbook="accelerators.gpu.remediate")
     try:
         # Quarantined, and the PodDisruptionBudget holds the eviction back: the workload keeps running.
         wait_for(lambda: refused_evictions(cluster, workloads), timeout=120, message="an eviction refused (429)")
@@ -190,12 +176,11 @@ def test_xid_79_is_rebooted_to_a_new_boot_id_validated_and_returned(cluster, sta
     wait_for(lambda: [p for p in running(cluster, workloads) if p.spec.node_name == returned], timeout=60,
              message="the workload on " + returned)
     returned_before = node_view(cluster, returned)
-    lost = gpu_faults.inject_xid(cluster.client, node_name, 0, 79)
+    gpu_faults.inject_xid(cluster.client, node_name, 0, 79)
     wait_for(lambda: gpus(cluster, node_name) == (2, 1), message="GPU 0 of %s out of allocatable" % node_name)
     boot = cluster.core.read_node(node_name).status.node_info.boot_id
 
-    run = playbook(cluster, "remediate", dict(variables, remediation_poll_interval=0.5, remediation_health=health(
-        cluster, node_name, returned, lost, action="reboot"))).succeeded()
+    run = playbook(cluster, "remediate", variables).succeeded()
     print("remediate (reboot): %.1f s" % run.seconds)
 
     node = cluster.core.read_node(node_name)
