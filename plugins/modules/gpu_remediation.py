@@ -209,6 +209,12 @@ validation_keys:
     Job (its last attempt).
   returned: action quarantine, drain, reset, reboot or complete
   type: dict
+validation_plan:
+  description: With the actions but O(action=plan), the common role's validation plan of the nodes of
+    RV(validation_keys) alone (C(validate), C(kept), C(stale)), for its C(validate) tasks' C(common_validation_planned):
+    the validation Jobs of other nodes stay.
+  returned: action quarantine, drain, reset, reboot or complete
+  type: dict
 failures:
   description: With the actions but O(action=plan), the nodes whose step failed in this run (C(node), C(state),
     C(reason)). The module does not fail for them, so that the other nodes go on.

@@ -19,7 +19,7 @@ import time
 from ..k8s.errors import APIError, TaskError
 from ..operands.checks.jobs import job_state
 from ..operands.checks.pods import pod_is_ready
-from ..operands.validation import KEY_ANNOTATION, NODE_ANNOTATION, check_label_selector
+from ..operands.validation import KEY_ANNOTATION, NODE_ANNOTATION, check_label_selector, validation_plan
 from ..upgrade.gpu_workload_eviction import eviction_plan, evict_until_gone
 from ..nodes.facts import DEPLOY_LABEL_PREFIX
 from . import jobs, plan as planning, state
@@ -46,6 +46,15 @@ def validation_failed(record, why, now):
     if attempts:
         attempts[-1].update(result=state.ATTEMPT_FAILED, message=why)
     return dict(record, attempts=attempts, failure=why, updated=now)
+
+
+def node_validation_plan(validation_jobs, keys):
+    """The common role's validation plan (validation.validation_plan) of the nodes of keys ({node: key}) alone: the
+    Jobs of the check's other nodes are theirs to keep, not stale (a node validated by an earlier run keeps its Job
+    and its pod)."""
+    mine = [job for job in validation_jobs
+            if (job['metadata'].get('annotations') or {}).get(NODE_ANNOTATION) in keys]
+    return validation_plan(mine, sorted(keys), keys)
 
 
 def gpus_back(node):
@@ -173,8 +182,8 @@ class Remediation(object):
         return self.report(names, failures)
 
     def report(self, names, failures=()):
-        """Each node's state, record (GPU UUIDs, PCI bus IDs, XIDs, attempts) and validation key, and the
-        failures of this action."""
+        """Each node's state, record (GPU UUIDs, PCI bus IDs, XIDs, attempts), validation key and the validation
+        plan of those to validate, and the failures of this action."""
         nodes, keys = [], {}
         for name in names:
             node = self.api.read_node(name)
@@ -186,8 +195,11 @@ class Remediation(object):
                           'attempts': record.get('attempts') or [], 'reason': record.get('reason', '')})
             if current == state.VALIDATION_REQUIRED:
                 keys[name] = validation_key(record)
+        validation_jobs = self.api.list_jobs(
+            self.namespace, check_label_selector(self.params['validation_check'])) if keys else []
         return {'nodes': nodes, 'states': dict((entry['node'], entry['state']) for entry in nodes),
-                'validation_keys': keys, 'failures': list(failures)}
+                'validation_keys': keys, 'validation_plan': node_validation_plan(validation_jobs, keys),
+                'failures': list(failures)}
 
     def quarantine(self, node, record):
         self.move(node, state.next_state(state.QUARANTINE_REQUIRED, record.get('action', 'rma')))

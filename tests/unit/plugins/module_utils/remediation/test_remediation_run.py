@@ -83,3 +83,13 @@ def test_operands_are_back_when_each_gpu_client_selecting_the_node_has_a_ready_p
     assert run.operands_not_settled(DAEMONSETS, labels, [pod('p', 'nvidia-device-plugin', ready=False)]) == \
         'nvidia-device-plugin not ready yet'
     assert run.operands_not_settled(DAEMONSETS, labels, [pod('p', 'nvidia-device-plugin')]) == ''
+
+
+def test_the_validation_plan_of_the_nodes_to_validate_leaves_the_jobs_of_the_others():
+    earlier = job('gpu-2', 'reset-5', 'Complete')
+    outdated = job('gpu-1', 'reset-10', 'Complete')
+    plan = run.node_validation_plan([earlier, outdated], {'gpu-1': 'reset-20'})
+    assert plan['validate'] == ['gpu-1'] and plan['kept'] == []
+    assert [stale['metadata']['name'] for stale in plan['stale']] == ['j-gpu-1']
+    assert run.node_validation_plan([job('gpu-1', 'reset-20', 'Complete')], {'gpu-1': 'reset-20'})['kept'] == [
+        'gpu-1']
