@@ -211,8 +211,8 @@ validation_keys:
   type: dict
 validation_plan:
   description: With the actions but O(action=plan), the common role's validation plan of the nodes of
-    RV(validation_keys) alone (C(validate), C(kept), C(stale)), for its C(validate) tasks' C(common_validation_planned):
-    the validation Jobs of other nodes stay.
+    RV(validation_keys) alone (C(validate), C(kept), C(stale)), for its C(validate) tasks'
+    C(common_validation_planned), so that the validation Jobs of other nodes stay.
   returned: action quarantine, drain, reset, reboot or complete
   type: dict
 failures:
