@@ -196,3 +196,35 @@ def test_xid_79_is_rebooted_to_a_new_boot_id_validated_and_returned(cluster, sta
     assert annotation(cluster, node_name, gpu_faults.RESETS_ANNOTATION) == []
     assert annotation(cluster, node_name, gpu_faults.FAULTS_ANNOTATION) == []
     assert node_view(cluster, returned) == returned_before
+
+
+def test_a_permanent_fault_goes_for_rma_after_the_attempts_and_a_rerun_leaves_it_alone(cluster, stack):
+    node_name, _other, _namespace, variables, _workloads, _fault = stack
+    permanent = gpu_faults.inject_xid(cluster.client, node_name, 0, 48, permanent=True)
+    wait_for(lambda: gpus(cluster, node_name) == (2, 1), message="GPU 0 of %s out of allocatable" % node_name)
+    held = dict(variables, remediation_max_attempts=2)
+
+    run = playbook(cluster, "remediate", held)
+    name, result = run.failure()
+    assert name.endswith("Fail when a node of the wave failed or went for RMA")
+    words = " ".join(result["msg"].split())
+    assert "node %s is rma" % node_name in words and permanent["uuid"] in words and "XID 48" in words, words
+    # Faulty again after the reset of the first story: rebooted this time, and still faulty after it, the
+    # second attempt within the window: held for RMA, cordoned and tainted.
+    [shown] = [r["msg"] for n, r in run.results if n.endswith("Show the plan")]
+    assert "faulty again after the reset of" in " ".join(shown), shown
+    node = cluster.core.read_node(node_name)
+    record = json.loads(node.metadata.annotations[RECORD])
+    assert node.metadata.labels[STATE] == "rma" and node.spec.unschedulable
+    assert (TAINT, "rma", "NoSchedule") in [(t.key, t.value, t.effect) for t in node.spec.taints]
+    assert [(a["action"], a["result"]) for a in record["attempts"]] == [("reset", "succeeded"), ("reboot", "failed")]
+    assert "allocatable nvidia.com/gpu 1 of capacity 2" in record["attempts"][-1]["message"]
+    assert gpus(cluster, node_name) == (2, 1)
+
+    # A run after it reports the node and does nothing to it.
+    before = node_view(cluster, node_name)
+    again = playbook(cluster, "remediate", held).succeeded()
+    [shown] = [r["msg"] for n, r in again.results if n.endswith("Show the plan")]
+    assert [line for line in shown if "node %s: quarantined for RMA since" % node_name in line
+            and permanent["uuid"] in line], shown
+    assert node_view(cluster, node_name) == before

@@ -139,10 +139,12 @@ class Remediation(object):
         tainted if it is not; one entering validation-required loses the taint, its cordon staying."""
         body = state.state_patch(target, record)
         body['metadata']['labels'].update(labels or {})
-        taints = (node.get('spec') or {}).get('taints') or []
+        spec = node.get('spec') or {}
+        taints = spec.get('taints') or []
         tainted = any(taint.get('key') == state.TAINT_KEY for taint in taints)
-        if target in QUARANTINED and not (tainted and (node.get('spec') or {}).get('unschedulable')):
-            action = (record or state.read_record(node)).get('action', 'rma')
+        # The taint's value says what the node is held for: its action, or rma once it goes for RMA.
+        action = 'rma' if target == state.RMA else (record or state.read_record(node)).get('action', 'rma')
+        if target in QUARANTINED and not (spec.get('unschedulable') and state.quarantine_taint(action) in taints):
             body.update(state.quarantine_patch(node, action))
         elif target == state.VALIDATION_REQUIRED and tainted:
             body.update(state.untaint_patch(node))
