@@ -2,7 +2,8 @@
 OpenShift fleet, through the deploy playbook: an A100 pool on 570 with the proprietary modules, a B200 pool on 595 with
 the open ones and GPUDirect Storage, and the default configuration (the common settings) for the rest. One story on one
 module-scoped fleet, in order: deploy, status, a no-op re-run, a version change of one pool, a node relabelled into
-another pool (moved by the rollout, its workloads evicted under their PodDisruptionBudget), and the refusals, each
+another pool (moved by the rollout, its workloads evicted under their PodDisruptionBudget), a change of one pool's
+kernel module parameters (rolled out node by node, the parameters reaching the loaded drivers), and the refusals, each
 before any write.
 
 The simulator loads the proprietary modules on no B200 (NVIDIA's message), and a driver pod on a node whose GPUs are
@@ -11,13 +12,15 @@ evict first, fails here.
 """
 
 import collections
+import json
 import os
 
 import kubernetes
 import pytest
 
-from conftest import wait_for
+from conftest import create_namespace, wait_for
 from gpu_fleet import FLEET_LABEL, RHCOS_416, selector
+from localcluster.packages import MODULE_PARAMETERS_ANNOTATION
 from test_deploy import fleet_variables, gpu_fleet, playbook, status_of
 from test_driver_rollout import audit_events, ready_replicas
 
@@ -26,12 +29,15 @@ OWNER = "nvidia.com/gpu-operator.driver.owner"
 DRIVER_SELECTOR = "app.kubernetes.io/component=nvidia-driver"
 GPU = "nvidia.com/gpu"
 A100_OLD, A100_NEW, B200_VERSION, DEFAULT_VERSION = "570.172.08", "570.195.03", "595.91.07", "580.95.05"
+# The A100 pool's kernel module parameters (its kernel_module_config), as the driver reads /drivers/nvidia.conf.
+MODULE_PARAMS = "a100-module-params"
 
 
 def configurations(a100_version=A100_OLD):
     return [
         {"name": "a100", "node_selector": {POOL: "a100"}, "version": a100_version,
-         "kernel_module_type": "proprietary", "upgrade_policy": {"max_parallel": 1, "max_unavailable": 1}},
+         "kernel_module_type": "proprietary", "kernel_module_config": MODULE_PARAMS,
+         "upgrade_policy": {"max_parallel": 1, "max_unavailable": 1}},
         {"name": "b200", "node_selector": {POOL: "b200"}, "version": B200_VERSION, "kernel_module_type": "open",
          "gds": True},
     ]
@@ -55,6 +61,9 @@ def pools(cluster):
             # As an admin labels the pools.
             cluster.core.patch_node(name, {"metadata": {"labels": {POOL: group}}})
     namespace = "t-drvcfg-" + os.urandom(2).hex()
+    create_namespace(cluster, namespace)
+    cluster.core.create_namespaced_config_map(namespace, {"metadata": {"name": MODULE_PARAMS},
+                                                          "data": {"nvidia.conf": "NVreg_EnableGpuFirmware=0\n"}})
     variables = dict(fleet_variables(namespace, spec, common_driver_version=DEFAULT_VERSION,
                                      driver_configurations=configurations(), driver_wait_timeout=300,
                                      driver_upgrade_poll=1, driver_upgrade_max_parallel=0,
@@ -141,6 +150,31 @@ def test_a_version_change_of_one_pool_rolls_only_its_nodes_and_leaves_the_others
     waves = [line for line in run.process.stdout.splitlines() if "Driver upgraded on" in line]
     assert len(waves) == 2, waves
     variables["driver_configurations"] = configurations(A100_NEW)
+
+
+def module_parameters(cluster, names):
+    """{node: the parameters its loaded nvidia module took}, as the simulated node shows them."""
+    return {name: json.loads((cluster.core.read_node(name).metadata.annotations or {}).get(
+        MODULE_PARAMETERS_ANNOTATION, "{}")).get("nvidia") for name in names}
+
+
+def test_a_change_of_one_pools_module_parameters_rolls_out_on_its_nodes_one_by_one(cluster, pools):
+    spec, members, namespace, variables = pools
+    a100 = members["a100"]
+    assert module_parameters(cluster, a100) == {name: ["NVreg_EnableGpuFirmware=0"] for name in a100}
+    before_pods, before_sets = driver_pods(cluster, namespace), daemonsets(cluster, namespace)
+    # The ConfigMap's content changes, nothing in the inventory: the digest of the pool's install settings does.
+    cluster.core.patch_namespaced_config_map(MODULE_PARAMS, namespace, {"data": {
+        "nvidia.conf": "NVreg_EnableGpuFirmware=0\nNVreg_RegistryDwords=RMIntrLockingMode=1\n"}})
+    run = playbook(cluster, "deploy", variables).succeeded()
+    assert module_parameters(cluster, a100) == {
+        name: ["NVreg_EnableGpuFirmware=0", "NVreg_RegistryDwords=RMIntrLockingMode=1"] for name in a100}
+    after_pods, after_sets = driver_pods(cluster, namespace), daemonsets(cluster, namespace)
+    assert sorted(n for n in after_pods if after_pods[n][2] != before_pods[n][2]) == a100
+    waves = [line for line in run.process.stdout.splitlines() if "Driver upgraded on" in line]
+    assert len(waves) == 2, waves
+    others = [name for name in before_sets if "-a100-" not in name]
+    assert {name: after_sets[name] for name in others} == {name: before_sets[name] for name in others}
 
 
 def test_a_relabelled_node_moves_to_its_new_pool_through_the_rollout_with_its_workload_evicted(cluster, pools):

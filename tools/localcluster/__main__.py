@@ -1,4 +1,4 @@
-"""Command line of the local cluster: up, down, restart, fleet, nodes."""
+"""Command line of the local cluster: up, down, restart, fleet, nodes, xid."""
 
 import argparse
 import sys
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from . import api, controlplane, fleet, report
+from . import api, controlplane, fleet, gpu_faults, report
 
 
 def main(argv=None):
@@ -26,6 +26,12 @@ def main(argv=None):
     apply = sub.add_parser("fleet", help="create the nodes of a fleet file")
     apply.add_argument("file")
     sub.add_parser("nodes", help="print the nodes with their GPU, OS and runtime facts")
+    xid = sub.add_parser("xid", help="inject an XID error on a GPU of a node (the simulator plays what follows: the "
+                                     "device plugin, the DCGM exporter's fields, resets and reboots)")
+    xid.add_argument("node")
+    xid.add_argument("--gpu", type=int, required=True, help="the GPU's index on the node")
+    xid.add_argument("--xid", type=int, required=True, help="the XID (79: fallen off the bus, cleared by a reboot)")
+    xid.add_argument("--permanent", action="store_true", help="a fault neither a reset nor a reboot clears")
     args = parser.parse_args(argv)
 
     plane = controlplane.ControlPlane(args.state)
@@ -47,7 +53,14 @@ def main(argv=None):
         elif args.command == "nodes":
             client = api.client_from_kubeconfig(plane.kubeconfig)
             print(report.node_table(client))
-    except (controlplane.ClusterError, fleet.FleetError) as error:
+        elif args.command == "xid":
+            if not plane.running():
+                raise controlplane.ClusterError("no cluster running from %s: start one (up)" % plane.state)
+            fault = gpu_faults.inject_xid(plane.kubeconfig, args.node, args.gpu, args.xid, args.permanent)
+            print("node %s: GPU %d (%s, %s) XID %d, cleared by %s" % (
+                args.node, fault["gpu"], fault["uuid"], fault["pci_bus_id"], fault["xid"],
+                {"reset": "a GPU reset", "reboot": "a reboot", "never": "nothing"}[gpu_faults.clears_with(fault)]))
+    except (controlplane.ClusterError, fleet.FleetError, gpu_faults.FaultError) as error:
         print("localcluster: %s" % error, file=sys.stderr)
         return 1
     return 0

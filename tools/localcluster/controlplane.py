@@ -188,7 +188,8 @@ class ControlPlane:
         pki = self.state / "pki"
         write_pki(pki)
         token, automation_token = secrets.token_hex(16), secrets.token_hex(16)
-        ports = {name: free_port() for name in ("etcd", "etcd_peer", "apiserver")}
+        # prometheus: the simulator's query API of the DCGM exporters' fields (gpu_faults.prometheus_url reads it).
+        ports = {name: free_port() for name in ("etcd", "etcd_peer", "apiserver", "prometheus")}
         automation_user = "automation-%d" % ports["apiserver"]
         (pki / "tokens.csv").write_text('%s,admin,admin-uid,"system:masters"\n%s,%s,%s-uid,"system:masters"\n' % (
             token, automation_token, automation_user, automation_user))
@@ -264,7 +265,8 @@ class ControlPlane:
             # stopped by a signal, so its exit handlers, which delete them, do not run.
             (self.state / "tmp").mkdir(exist_ok=True)
             self._spawn(info, "simulator", [
-                sys.executable, "-m", "localcluster.simulator", "--kubeconfig=%s" % components],
+                sys.executable, "-m", "localcluster.simulator", "--kubeconfig=%s" % components,
+                "--prometheus-port=%d" % ports["prometheus"]],
                 env={"PYTHONPATH": str(TOOLS), "TMPDIR": str(self.state / "tmp")})
         api.wait_default_service_account(client, timeout=60)
         info["startup_seconds"] = round(time.monotonic() - started, 1)

@@ -80,6 +80,16 @@ def _uuid(prefix, *parts):
     return "%s-%s-%s-%s-%s-%s" % (prefix, digest[:8], digest[8:12], digest[12:16], digest[16:20], digest[20:32])
 
 
+def gpu_uuid(node_name, index):
+    """The UUID of a node's GPU, as NVML gives it (GPU-...): stable for the node's name and the GPU's index."""
+    return _uuid("GPU", node_name, index)
+
+
+def pcie_bus_id(index):
+    """The PCI bus ID of a node's GPU, as the plugin publishes it (pcieBusID: domain 0000, lower-case hex)."""
+    return "0000:%02x:00.0" % (0x18 + 0x11 * index)
+
+
 def semver(version):
     """A version as the driver publishes it (semver.MustParse(...).String()): three parts, no leading zeros."""
     parts = [str(int(part)) for part in (str(version).split(".") + ["0", "0"])[:3]]
@@ -92,7 +102,7 @@ def gpu_devices(node_name, hw, driver_version, cuda_version, layout):
     gpu = hw.get("gpu") or {}
     devices = []
     for index in range(int(gpu.get("count") or 0)):
-        uuid = _uuid("GPU", node_name, index)
+        uuid = gpu_uuid(node_name, index)
         attributes = {
             "productName": {"string": NVML_NAMES.get(gpu["product"], gpu["product"].replace("-", " "))},
             "brand": {"string": "Tesla" if gpu["product"].startswith("Tesla") else "Nvidia"},
@@ -102,7 +112,7 @@ def gpu_devices(node_name, hw, driver_version, cuda_version, layout):
             "cudaDriverVersion": {"version": semver(cuda_version)},
             "addressingMode": {"string": "HMM"},
         }
-        bus = "0000:%02x:00.0" % (0x18 + 0x11 * index)
+        bus = pcie_bus_id(index)
         profiles = layout[index] if index < len(layout) else None
         if profiles is None:
             devices.append({"name": "gpu-%d" % index, "attributes": dict(

@@ -10,6 +10,11 @@ with the machine-config daemon's mechanics (mco.py: go_down, come_up, relabel_wh
 - boots: status.nodeInfo.kernelVersion and bootID change, Ready, the annotation goes; cordoned or not as before;
 - nfd-worker relabels its kernel-version labels (as NFD sanitises them) `nfd_lag_seconds` later.
 Nothing happens for a node whose kernelVersion already is the one asked for.
+
+A pod that runs `systemctl reboot` on the host (gpu_faults: a reset's escalation, as `oc debug node` runs it) asks for
+a reboot in place: the simulator annotates the node with REBOOT_REQUEST_ANNOTATION = when the host goes down (a moment
+after the command returned, so that the pod completes first), and the node reboots as above into the kernel it runs.
+Pods that completed stay, as on a real node.
 """
 
 import logging
@@ -22,6 +27,8 @@ from .stages import REBOOTING_ANNOTATION
 
 LOG = logging.getLogger("kernel")
 REBOOT_ANNOTATION = "sim.accelerators.gpu/reboot-into-kernel"
+REBOOT_REQUEST_ANNOTATION = "sim.accelerators.gpu/reboot-requested"
+SHUTDOWN_SECONDS = 1.0
 DEFAULT_REBOOT_SECONDS = 10.0
 DEFAULT_NFD_LAG_SECONDS = 5.0
 OS_RELEASE_PREFIX = "feature.node.kubernetes.io/system-os_release."
@@ -38,17 +45,25 @@ class KernelReboots(MachineConfigOperator):
         for node in self.fake_nodes().values():
             if REBOOT_ANNOTATION in annotations(node):
                 self.sim._guard(self.reboot_node, node, now)
+            elif REBOOT_REQUEST_ANNOTATION in annotations(node):
+                self.sim._guard(self.reboot_node, node, now, REBOOT_REQUEST_ANNOTATION)
             # The machine-config operator, where there is one, relabels every node due.
             elif NFD_RELABEL_ANNOTATION in annotations(node) and self.sim.mco is None:
                 self.sim._guard(self.relabel_when_due, node, now)
 
-    def reboot_node(self, node, now):
+    def reboot_node(self, node, now, request=REBOOT_ANNOTATION):
+        """The reboot the annotation `request` asks for: into the kernel REBOOT_ANNOTATION names, or in place at the
+        time REBOOT_REQUEST_ANNOTATION gives."""
         name = node["metadata"]["name"]
-        kernel = annotations(node)[REBOOT_ANNOTATION]
+        running = node["status"].get("nodeInfo", {}).get("kernelVersion")
+        kernel = annotations(node)[REBOOT_ANNOTATION] if request == REBOOT_ANNOTATION else running
         hw = hardware(node)
         if annotations(node).get(REBOOTING_ANNOTATION) is None:
-            if node["status"].get("nodeInfo", {}).get("kernelVersion") == kernel:
+            if request == REBOOT_ANNOTATION and running == kernel:
                 self.annotate(name, {REBOOT_ANNOTATION: None})
+                return
+            if request == REBOOT_REQUEST_ANNOTATION and now < float(annotations(node)[request]):
+                self.wake(name, float(annotations(node)[request]), now)
                 return
             self.go_down(node, float(hw.get("reboot_seconds") or DEFAULT_REBOOT_SECONDS), now, "kernel " + kernel)
             if (hw.get("gpu") or {}).get("count"):
@@ -59,12 +74,12 @@ class KernelReboots(MachineConfigOperator):
             release = {key[len(OS_RELEASE_PREFIX):]: value for key, value in (hw.get("nfd_labels") or {}).items()
                        if key.startswith(OS_RELEASE_PREFIX) and not key.endswith((".major", ".minor"))}
             self.come_up(node, now, float(hw.get("nfd_lag_seconds") or DEFAULT_NFD_LAG_SECONDS), release, kernel, {},
-                         {REBOOT_ANNOTATION: None})
+                         {request: None})
             LOG.info("node %s: booted kernel %s", name, kernel)
 
     def delete_pods(self, name):
         for pod in list(self.sim.pods.values()):
-            if pod["spec"].get("nodeName") != name:
+            if pod["spec"].get("nodeName") != name or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                 continue
             try:
                 self.core.delete_namespaced_pod(pod["metadata"]["name"], pod["metadata"]["namespace"],
@@ -72,4 +87,4 @@ class KernelReboots(MachineConfigOperator):
             except ApiException as error:
                 if error.status != 404:
                     raise
-        LOG.info("node %s: its pods are gone with the reboot", name)
+        LOG.info("node %s: its running pods are gone with the reboot", name)

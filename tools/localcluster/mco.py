@@ -36,7 +36,7 @@ import time
 
 from kubernetes.client.rest import ApiException
 
-from . import fleet
+from . import fleet, gpu_faults
 from .stages import REBOOTING_ANNOTATION
 
 LOG = logging.getLogger("mco")
@@ -362,7 +362,8 @@ class MachineConfigOperator:
 
     def come_up(self, node, now, lag, release, kernel, node_info, values, rhcos=None, unschedulable=None):
         """The boot: kernel (and node_info) and bootID change, the node is Ready, its pods restart (the simulator
-        reports them anew), `values` annotated; nfd-worker relabels it for release and kernel `lag` seconds later."""
+        reports them anew), `values` annotated, its GPUs' faults cleared but the permanent ones and the boot recorded
+        (gpu_faults.after_boot); nfd-worker relabels it for release and kernel `lag` seconds later."""
         name = node["metadata"]["name"]
         hw = hardware(node)
         stale = (OSTREE_LABEL,) if (hw.get("faults") or {}).get("stale_nfd_after_upgrade") else ()
@@ -372,6 +373,7 @@ class MachineConfigOperator:
             if pod["spec"].get("nodeName") == name:
                 self.sim.written.pop(pod["metadata"]["uid"], None)
         boot_id = hashlib.md5(("%s-%f" % (name, now)).encode()).hexdigest()
+        values = dict(values, **gpu_faults.after_boot(annotations(node), boot_id, now))
         self.core.patch_node_status(name, {"status": {
             "nodeInfo": dict(node_info, kernelVersion=kernel, bootID=boot_id),
             "conditions": [self.ready_condition(True, "kubelet is posting ready status")]}})

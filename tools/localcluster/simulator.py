@@ -61,6 +61,11 @@
 - OLM: a Subscription yields a ClusterServiceVersion in phase Succeeded and the operator's Deployment.
 - Machine-config: MachineConfigPools roll their nodes into new RHCOS builds (mco.py).
 - Kernel reboots: a node annotated sim.accelerators.gpu/reboot-into-kernel reboots into that kernel (kernel.py).
+- Failing GPUs (gpu_faults.py): XIDs injected on a node's GPUs (node annotation sim.accelerators.gpu/gpu-faults); the
+  device plugin's Unhealthy GPUs leave allocatable nvidia.com/gpu; the DCGM exporter's XID and row-remap fields,
+  served as a Prometheus query API on 127.0.0.1 (--prometheus-port); a pod running `nvidia-smi -r` from the driver's
+  root resets GPUs nothing holds (GPU_OPENERS, pods requesting GPUs), one running `systemctl reboot` on the host
+  reboots the node in place (kernel.py); resets and boots recorded on the node.
 
 Pods are recognised by the label `app.kubernetes.io/component` (values in COMPONENTS), which the
 collection's manifests set as the GPU Operator's do. All hardware truth comes from each node's
@@ -84,8 +89,8 @@ import urllib3
 from kubernetes.client.rest import ApiException
 
 from .fleet import HARDWARE_ANNOTATION, MCO_API, REGISTRY_CONFIGMAP
-from . import dra, gpudirect, hostengine, mig, packages, sharing
-from .kernel import KernelReboots
+from . import dra, gpu_faults, gpudirect, hostengine, mig, packages, sharing
+from .kernel import REBOOT_REQUEST_ANNOTATION, SHUTDOWN_SECONDS, KernelReboots
 from .mco import MachineConfigOperator
 from .stages import REBOOTING_ANNOTATION
 from . import validations
@@ -97,6 +102,9 @@ DRIVER, TOOLKIT, DEVICE_PLUGIN, DCGM_EXPORTER, VALIDATION, NFD_WORKER, GFD, VALI
     "gpu-validation", "nfd-worker", "gpu-feature-discovery", "nvidia-operator-validator")
 # The operands the MIG manager stops, through their deploy labels, while it changes a node's GPUs.
 MIG_CLIENTS = (DEVICE_PLUGIN, GFD, DCGM_EXPORTER)
+# The operands that open the node's GPUs while they run, which a GPU reset therefore finds in use (nvidia-smi(1); the
+# GPU Operator's deploy labels nvidia.com/gpu.deploy.<operand> stop them).
+GPU_OPENERS = (DEVICE_PLUGIN, DCGM_EXPORTER, hostengine.HOSTENGINE, GFD, mig.MIG_MANAGER)
 # What each operand waits for on its node before it can become Ready.
 DEPENDS_ON = {TOOLKIT: (DRIVER,), DEVICE_PLUGIN: (DRIVER, TOOLKIT), DCGM_EXPORTER: (DRIVER, TOOLKIT),
               GFD: (DRIVER, TOOLKIT), mig.MIG_MANAGER: (DRIVER, TOOLKIT), dra.KUBELET_PLUGIN: (DRIVER, TOOLKIT),
@@ -402,9 +410,10 @@ def node_ip(node):
     return "127.0.0.1"
 
 
-def status_for(pod, node, state, reason, message, failing=None):
+def status_for(pod, node, state, reason, message, failing=None, exit_code=1):
     """A pod status as a kubelet would write it for that state; failing: {container: message} of the containers of a
-    started pod that crash-loop while the others run (the pod is then not Ready)."""
+    started pod that crash-loop while the others run (the pod is then not Ready); exit_code: its containers' in state
+    failed."""
     stamp = now()
     started = (pod.get("status") or {}).get("startTime") or stamp
     failing = failing or {}
@@ -418,7 +427,7 @@ def status_for(pod, node, state, reason, message, failing=None):
             base.update(ready=False, started=False, restartCount=1, state={"waiting": {
                 "reason": "CrashLoopBackOff", "message": failing[container["name"]]}})
         elif state in ("succeeded", "failed") or (init and state in ("ready", "waiting")):
-            code = 1 if state == "failed" and not init else 0
+            code = exit_code if state == "failed" and not init else 0
             base.update(ready=False, started=False, state={"terminated": {
                 "exitCode": code, "reason": "Error" if code else "Completed", "message": message if code else "",
                 "startedAt": started, "finishedAt": stamp}})
@@ -479,6 +488,9 @@ class Simulator:
         self.files_boot = {}  # node name -> the bootID its files were written in
         self.validators = {}  # node name -> uids of the validator pods on it
         self.reconciled = set()  # (uid, generation) of operator resources already acted on
+        # node name -> ((device plugin pod uid, bootID), the GPUs that plugin marked Unhealthy): until it restarts
+        self.unhealthy = {}
+        self.maintained = {}  # uid of a pod resetting GPUs or rebooting its node -> (state, reason, message, exit code)
         self.mco = None
         self.kernel_reboots = KernelReboots(self)
         self.dra = dra.KubeletPlugin(self)
@@ -510,6 +522,7 @@ class Simulator:
                         if event["type"] == "DELETED":
                             store.pop(key, None)
                             self.written.pop(obj["metadata"].get("uid"), None)
+                            self.maintained.pop(obj["metadata"].get("uid"), None)
                             self.initialized.discard(obj["metadata"].get("uid"))
                         else:
                             store[key] = obj
@@ -709,6 +722,9 @@ class Simulator:
                 problem = container_problem(pod, node_name, hw, files) or self.hostengine_problem(pod, node_name, pods)
                 if problem:
                     state, (reason, message) = "waiting", problem
+            exit_code = 1
+            if state in ("ready", "succeeded") and gpu_faults.is_maintenance(pod):
+                state, reason, message, exit_code = self.maintain(pod, node, ready, pods)
             failing = {}
             if state == "ready" and component(pod) == DRIVER:
                 if uid not in self.drivers_loaded and not reuse:
@@ -731,7 +747,7 @@ class Simulator:
             signature = [state, reason, message, failing]
             if self.written.get(pod["metadata"]["uid"]) == signature:
                 continue
-            status = status_for(pod, node, state, reason, message, failing)
+            status = status_for(pod, node, state, reason, message, failing, exit_code)
             self.core.patch_namespaced_pod_status(pod["metadata"]["name"], pod["metadata"]["namespace"],
                                                   {"status": status})
             self.written[pod["metadata"]["uid"]] = signature
@@ -744,6 +760,53 @@ class Simulator:
         self.reconcile_gfd_labels(node, ready, pods)
         self.reconcile_resource_slice(node, ready, pods)
         self.publish_validation_files(node, files)
+
+    def maintain(self, pod, node, ready, pods):
+        """A pod resetting GPUs with nvidia-smi or rebooting the node (gpu_faults.Maintenance), run once: its
+        (state, reason, message, exit code). Its effects on the node are written at once: faults cleared, resets
+        recorded, a reboot requested."""
+        uid = pod["metadata"]["uid"]
+        if uid in self.maintained:
+            return self.maintained[uid]
+        node_name, hw = node["metadata"]["name"], hardware(node)
+        holders = ["%s/%s" % (p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods
+                   if p["metadata"]["uid"] != uid and (self.holds_gpus(p) or (
+                       component(p) in GPU_OPENERS and self.written.get(p["metadata"]["uid"], [""])[0] == "ready"))]
+        now = time.time()
+        # The node as it is now: a fault injected a moment ago may not have reached the informer.
+        faults = gpu_faults.faults_of(self.core.read_node(node_name).metadata.annotations)
+        done = gpu_faults.Maintenance(
+            pod, node_name, int((hw.get("gpu") or {}).get("count") or 0), faults, holders,
+            "/" if hw.get("host_driver") else gpu_faults.DRIVER_CONTAINER_ROOT, DRIVER in ready, now)
+        exit_code, output = done.run()
+
+        def change(annotations):
+            values = gpu_faults.after_maintenance(annotations, done)
+            if done.reboot:
+                values[REBOOT_REQUEST_ANNOTATION] = "%.3f" % (now + SHUTDOWN_SECONDS)
+            return values
+        gpu_faults.update_node_annotations(self.core, node_name, change)
+        message = "\n".join(output)
+        result = ("failed", "Error", message, exit_code) if exit_code else ("succeeded", "Completed", message, 0)
+        self.maintained[uid] = result
+        LOG.info("node %s: pod %s/%s %s (exit %d): %s", node_name, pod["metadata"]["namespace"],
+                 pod["metadata"]["name"], result[0], exit_code, message.replace("\n", " "))
+        return result
+
+    def gpu_series(self):
+        """The DCGM exporter's series of every node whose exporter pod is Ready (gpu_faults.exporter_series)."""
+        exporters = {pod["spec"]["nodeName"]: pod for pod in list(self.pods.values())
+                     if component(pod) == DCGM_EXPORTER and pod["spec"].get("nodeName")
+                     and not pod["metadata"].get("deletionTimestamp")
+                     and self.written.get(pod["metadata"]["uid"], [""])[0] == "ready"}
+        series = []
+        for node_name, exporter in sorted(exporters.items()):
+            node = self.nodes.get(node_name)
+            annotations = (node or {}).get("metadata", {}).get("annotations") or {}
+            gpu = hardware(node).get("gpu") if node else None
+            if gpu and not annotations.get(REBOOTING_ANNOTATION):
+                series.extend(gpu_faults.exporter_series(node_name, gpu, gpu_faults.faults_of(annotations), exporter))
+        return series
 
     def record_install(self, node, pod, install, clock):
         """Adds the driver pod that came up to the node's INSTALLS_ANNOTATION: build or reuse, and how long it took."""
@@ -883,17 +946,26 @@ class Simulator:
         advertised = mig.resources(hw, self.mig_layouts.get(node_name) or mig.disabled(hw),
                                    container_env(plugin["spec"]["containers"][0], "MIG_STRATEGY") if plugin else None,
                                    plugin is not None)
+        unhealthy = set()
         if plugin:
             advertised = self.shared_resources(plugin, node, pods, advertised)
-        current = {key: value for key, value in (node["status"].get("allocatable") or {}).items()
-                   if key.startswith(GPU) or key.startswith("nvidia.com/mig-")}
-        # Resources no longer advertised go (a MIG profile of a previous layout).
-        resources = {key: None for key in current if key not in advertised}
-        resources.update((key, str(value)) for key, value in advertised.items()
-                         if current.get(key, "0" if key == GPU else None) != str(value))
-        if hw.get("gpu") and resources:
-            self.core.patch_node_status(node_name, {"status": {"allocatable": resources, "capacity": resources}})
-            LOG.info("node %s: %s", node_name, ", ".join("%s=%s" % item for item in sorted(resources.items())))
+            unhealthy = self.unhealthy_gpus(node, plugin)
+        wanted = {"capacity": advertised, "allocatable": gpu_faults.allocatable(
+            advertised, GPU, int((hw.get("gpu") or {}).get("count") or 0), unhealthy)}
+        patch = {}
+        for field, resources in wanted.items():
+            current = {key: value for key, value in (node["status"].get(field) or {}).items()
+                       if key.startswith(GPU) or key.startswith("nvidia.com/mig-")}
+            # Resources no longer advertised go (a MIG profile of a previous layout).
+            change = {key: None for key in current if key not in resources}
+            change.update((key, str(value)) for key, value in resources.items()
+                          if current.get(key, "0" if key == GPU else None) != str(value))
+            if change:
+                patch[field] = change
+        if hw.get("gpu") and patch:
+            self.core.patch_node_status(node_name, {"status": patch})
+            LOG.info("node %s: %s", node_name, "; ".join("%s %s" % (field, ", ".join(
+                "%s=%s" % item for item in sorted(change.items()))) for field, change in sorted(patch.items())))
         if NFD_WORKER in ready:
             labels = node["metadata"].get("labels") or {}
             wanted = {k: v for k, v in (hw.get("nfd_labels") or {}).items() if labels.get(k) != v}
@@ -902,6 +974,19 @@ class Simulator:
                     "nfd.node.kubernetes.io/feature-labels": ",".join(
                         sorted(k.split("/", 1)[1] for k in hw["nfd_labels"]))}}})
                 LOG.info("node %s: %d NFD labels", node_name, len(wanted))
+
+    def unhealthy_gpus(self, node, plugin):
+        """The GPUs the node's Ready device plugin pod marked Unhealthy: those with a fault of an XID it checks, now or
+        since it started (its pod's, and the node's boot: a restart forgets them)."""
+        node_name = node["metadata"]["name"]
+        started = (plugin["metadata"]["uid"], ((node.get("status") or {}).get("nodeInfo") or {}).get("bootID"))
+        seen, marked = self.unhealthy.get(node_name, (None, set()))
+        main = plugin["spec"]["containers"][0]
+        marked = (marked if seen == started else set()) | gpu_faults.unhealthy_gpus(
+            gpu_faults.faults_of(node["metadata"].get("annotations")), container_env(main, "DP_DISABLE_HEALTHCHECKS"),
+            container_env(main, "DP_ENABLE_HEALTHCHECKS"))
+        self.unhealthy[node_name] = (started, marked)
+        return marked
 
     def config_map_data(self, namespace, name):
         """A ConfigMap's data, None when it does not exist."""
@@ -1054,9 +1139,13 @@ def _namespaced_key(obj):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kubeconfig", required=True)
+    parser.add_argument("--prometheus-port", type=int, required=True,
+                        help="port on 127.0.0.1 of the DCGM exporters' fields as a Prometheus query API")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    Simulator(kubernetes.config.new_client_from_config(config_file=args.kubeconfig)).run()
+    simulator = Simulator(kubernetes.config.new_client_from_config(config_file=args.kubeconfig))
+    gpu_faults.PrometheusAPI(args.prometheus_port, simulator.gpu_series).start()
+    simulator.run()
 
 
 if __name__ == "__main__":

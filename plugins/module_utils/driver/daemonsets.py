@@ -144,12 +144,12 @@ def _remove_all(module, api):
 
 
 def read_named_objects(api, spec, specs):
-    """{ConfigMap name: [keys]} of the ConfigMaps the driver option and its configurations name
+    """({ConfigMap name: [keys]}, {ConfigMap name: data}) of the ConfigMaps the driver option and its configurations name
     (configurations.configuration_specs), after refusing, before any write, a run whose ConfigMap or Secret does not
     exist in the namespace (configs.missing_objects_refusal()): the driver option's named by its role variable, a
     configuration's own by the configuration."""
     namespace = spec['namespace']
-    found, config_map_keys = set(), {}
+    found, config_map_keys, config_map_data = set(), {}, {}
     wanted = sorted(set((kind, name) for entry in specs for kind, name, _setting, _variable in named_objects(entry['spec'])))
     for kind, name in wanted:
         plural = 'configmaps' if kind == 'ConfigMap' else 'secrets'
@@ -160,12 +160,13 @@ def read_named_objects(api, spec, specs):
         if kind == 'ConfigMap':
             # As upstream, the keys of data are mounted; a Secret's values are never kept.
             config_map_keys[name] = sorted(stored.get('data') or {})
+            config_map_data[name] = stored.get('data') or {}
     refusals = [missing_objects_refusal(spec, namespace, found)] + [
         missing_objects_refusal(entry['overrides'], namespace, found, entry['name']) for entry in specs
         if entry['name'] != IMPLICIT_DEFAULT]
     if any(refusals):
         raise TaskError('; '.join(refusal for refusal in refusals if refusal))
-    return config_map_keys
+    return config_map_keys, config_map_data
 
 
 def _plan(module, api):
@@ -190,10 +191,10 @@ def _plan(module, api):
                                                 params['prepare_versions'])
     try:
         specs = configuration_specs(spec, params['configurations'], params['gpudirect_images'])
-        config_map_keys = read_named_objects(api, spec, specs)
+        config_map_keys, config_map_data = read_named_objects(api, spec, specs)
         plan = desired_driver_daemonsets(params['daemonset_template'], spec, facts_list, dtk_images, params['mode'],
                                          available, params['prepare_versions'], config_map_keys,
-                                         params['configurations'], params['gpudirect_images'])
+                                         params['configurations'], params['gpudirect_images'], config_map_data)
         if checks is not None:
             plan['precompiled_checks'] = checks
         # Every DaemonSet of the namespace, not only labelled ones: one this collection did not create (the GPU

@@ -68,16 +68,29 @@ def install_settings(pod_spec):
     }
 
 
-def config_digest(pod_spec):
-    """The hex sha256 of the pod spec's install settings, as sorted, compact JSON: the same on every Python."""
-    text = json.dumps(install_settings(pod_spec), sort_keys=True, separators=(',', ':'))
+def config_digest(pod_spec, config_data=None):
+    """The hex sha256 of the pod spec's install settings, and of the content of the ConfigMaps it mounts
+    (config_data: their digest, config_data_digest()), as sorted, compact JSON: the same on every Python."""
+    settings = install_settings(pod_spec)
+    if config_data:
+        settings['config_data'] = config_data
+    text = json.dumps(settings, sort_keys=True, separators=(',', ':'))
     return hashlib.sha256(text.encode('utf-8')).hexdigest()
 
 
-def set_config_digest(pod_spec):
+def config_data_digest(config_maps):
+    """The hex sha256 of the data of ConfigMaps ({name: data}), None without any: module parameters, repository files
+    and certificates are install settings too, although the pod spec names only their ConfigMaps."""
+    if not config_maps:
+        return None
+    text = json.dumps(config_maps, sort_keys=True, separators=(',', ':'))
+    return hashlib.sha256(text.encode('utf-8')).hexdigest()
+
+
+def set_config_digest(pod_spec, config_data=None):
     """Set DRIVER_CONFIG_DIGEST on the pod spec's digest containers (DIGEST_CONTAINERS), in place, replacing a
-    value it has; returns the digest."""
-    digest = config_digest(pod_spec)
+    value it has; returns the digest. config_data: config_data_digest() of the ConfigMaps it mounts."""
+    digest = config_digest(pod_spec, config_data)
     for container in (pod_spec.get('initContainers') or []) + (pod_spec.get('containers') or []):
         if container['name'] in DIGEST_CONTAINERS:
             env = [entry for entry in container.get('env') or [] if entry['name'] != DIGEST_ENV]

@@ -16,7 +16,7 @@ from ..nodes.facts import (
     DEPLOY_LABEL_PREFIX, KERNEL_LABEL, OPERANDS_SWITCH, OS_RELEASE_PREFIX, OSTREE_LABEL, sanitize_label_value)
 from .configs import config_volumes
 from .configurations import OWNER_LABEL, configuration_specs, node_owners, owner_changes
-from .digest import set_config_digest
+from .digest import config_data_digest, set_config_digest
 from .gpudirect import GPUDirectError, side_images
 from .kernel_modules import kernel_module_refusals
 from .names import (
@@ -75,9 +75,12 @@ def _daemonset(spec, name, build_labels, node_selector, image, os_tag_value, ker
     except GPUDirectError as error:
         raise PlanError(str(error), obj=name, field=error.field)
     configs = config_volumes(spec, spec.get('config_map_keys') or {}, os_tag_value, precompiled, name)
+    data = spec.get('config_map_data') or {}
     return dict(images, name=name, namespace=spec['namespace'], labels=labels, node_selector=selector,
                 kernels=list(kernels), image=image, dtk=dtk, prepared_for=None, driver=_template_settings(spec),
-                config_volumes=configs['volumes'], config_mounts=configs['mounts'])
+                config_volumes=configs['volumes'], config_mounts=configs['mounts'],
+                config_data=config_data_digest(dict((volume['name'], data[volume['name']])
+                                                    for volume in configs['volumes'] if volume['name'] in data)))
 
 
 def _rendered(template, variables):
@@ -105,7 +108,8 @@ def _rendered(template, variables):
                 else:
                     env.append(entry)
             container['env'] = env
-    set_config_digest(pod_spec)
+    # A changed module parameter or repository file changes what is installed although the pod spec does not.
+    set_config_digest(pod_spec, variables.get('config_data'))
     return daemonset
 
 
@@ -318,7 +322,8 @@ def _configuration_mode(mode, entry, members):
 
 
 def desired_driver_daemonsets(template, spec, gpu_nodes_facts, dtk_images, mode, precompiled_available=None,
-                              prepare_versions=(), config_map_keys=None, configurations=None, gpudirect_images=None):
+                              prepare_versions=(), config_map_keys=None, configurations=None, gpudirect_images=None,
+                              config_map_data=None):
     """Driver DaemonSets that must exist for the GPU nodes, each rendered from template.
 
     template: the text of the driver DaemonSet's template (roles/driver/templates/daemonset.yml.j2), rendered for
@@ -340,7 +345,8 @@ def desired_driver_daemonsets(template, spec, gpu_nodes_facts, dtk_images, mode,
     kernels: a precompiled DaemonSet for each OS the GPU nodes run (prepared_kernels()); one without a precompiled
     image is a PlanError (there is no DTK fallback for a kernel no node runs).
     config_map_keys: {ConfigMap name: [keys]} of the ConfigMaps spec names, as read from the namespace: each key is
-    mounted (configs.config_volumes()).
+    mounted (configs.config_volumes()). config_map_data: {ConfigMap name: data} of the same, whose content counts in
+    DRIVER_CONFIG_DIGEST (digest.config_data_digest()): a change to a module parameter rolls out as a driver change.
     A plan whose drivers would load the proprietary kernel modules where they cannot work (GPUs that need the open
     ones, GPUDirect Storage from nvidia-fs 2.17.5: kernel_modules.kernel_module_refusals) is a PlanError naming the
     nodes and what to set; so are configurations that select one node twice, or are not valid (configurations.py).
@@ -358,7 +364,7 @@ def desired_driver_daemonsets(template, spec, gpu_nodes_facts, dtk_images, mode,
         raise PlanError('prepare_versions needs mode rhcos or kernel, not %s' % mode, obj='driver spec',
                         field='prepare_versions')
     _require(spec, ('namespace',), mode)
-    spec = dict(spec, config_map_keys=config_map_keys or {})
+    spec = dict(spec, config_map_keys=config_map_keys or {}, config_map_data=config_map_data or {})
     try:
         compiled = ManifestTemplate(template, 'daemonset_template')
     except ManifestTemplateError as error:

@@ -111,3 +111,19 @@ def test_the_encoding_is_fixed():
             '"volume_mounts":[["run-nvidia","/run/nvidia","",false]]}},"volumes":{"run-nvidia":{"host_path":'
             '"/run/nvidia"}}}')
     assert config_digest(pod_spec) == hashlib.sha256(text.encode('utf-8')).hexdigest()
+
+
+def test_the_content_of_a_mounted_config_map_counts_as_an_install_setting():
+    """A new module parameter in the kernel-module ConfigMap changes no pod spec field, but what is installed: the
+    digest changes with it (so the DaemonSet's template, and a rollout follows), and with nothing else."""
+    def with_parameters(text):
+        data = {'module-params': {'nvidia.conf': text}} if text is not None else None
+        plan = desired_driver_daemonsets(dict(BASE, kernel_module_config='module-params'), facts_of(rhcos_node('w1')),
+                                         DTK, 'rhcos', config_map_keys={'module-params': ['nvidia.conf']},
+                                         config_map_data=data)
+        return set(digests(plan['desired'][0]).values()).pop()
+    first = with_parameters('NVreg_EnableGpuFirmware=0\n')
+    assert with_parameters('NVreg_EnableGpuFirmware=0\n') == first
+    assert with_parameters('NVreg_EnableGpuFirmware=1\n') != first
+    # Without the content: the digest of the pod spec alone.
+    assert with_parameters(None) != first
