@@ -54,7 +54,10 @@ options:
     elements: dict
     default: []
   nodes:
-    description: The nodes of the wave, for every action but O(action=plan) (RV(wave) of a plan).
+    description:
+      - The nodes of the wave, for every action but O(action=plan) (RV(wave) of a plan).
+      - With O(action=plan), the only nodes to act on, as an event's rule names its node; the other faulty nodes are
+        reported, and still counted by the circuit breaker. Every node when empty.
     type: list
     elements: str
     default: []

@@ -25,7 +25,7 @@ from ..nodes.facts import DEPLOY_LABEL_PREFIX
 from . import jobs, plan as planning, state
 
 GPU_RESOURCE = 'nvidia.com/gpu'
-SETTINGS = ('max_parallel', 'max_faulty_percent', 'max_attempts', 'attempt_window', 'opt_out_label')
+SETTINGS = ('max_parallel', 'max_faulty_percent', 'max_attempts', 'attempt_window', 'opt_out_label', 'nodes')
 # The states in which a node is cordoned and carries the quarantine taint.
 QUARANTINED = (state.DRAIN_REQUIRED, state.RESET_REQUIRED, state.REBOOT_REQUIRED, state.RMA, state.FAILED)
 JOBS = '/apis/batch/v1/namespaces/%s/jobs'
