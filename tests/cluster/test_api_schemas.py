@@ -56,15 +56,16 @@ ICSP = {"apiVersion": "operator.openshift.io/v1alpha1", "kind": "ImageContentSou
 
 # Every title of the status table's wide view, in its order.
 STATUS_TITLES = ["NODE", "GPUS", "PRODUCT", "MEMORY MiB", "MIG", "RHCOS / KERNEL", "DRIVER DAEMONSET",
-                 "DRIVER CONFIG", "DRIVER", "KERNEL MODULES", "DRIVER UPGRADE", "TOOLKIT", "DEVICE PLUGIN", "SHARING", "MPS DAEMON", "DRA DRIVER", "DCGM EXPORTER",
-                 "GFD", "MIG MANAGER", "MIG CONFIG", "ALLOCATABLE", "DRA DEVICES", "LAST VALIDATION", "HEALTH", "STACK"]
+                 "DRIVER CONFIG", "DRIVER", "KERNEL MODULES", "DRIVER UPGRADE", "TOOLKIT", "DEVICE PLUGIN", "SHARING",
+                 "MPS DAEMON", "DRA DRIVER", "DCGM EXPORTER", "GFD", "MIG MANAGER", "MIG CONFIG", "ALLOCATABLE",
+                 "DRA DEVICES", "LAST VALIDATION", "HEALTH", "STACK"]
 # Every field of a node's row in gpu_stack_status (the stack_status module's RETURN), whatever the table shows.
 STATUS_FIELDS = {"node", "gpus", "product", "memory", "mig_capable", "gpu_info", "os", "driver_daemonset",
-                 "driver_configuration", "driver", "driver_version", "kernel_module_type", "kernel_modules", "toolkit", "device_plugin", "dra_driver", "stack", "dra_devices", "dra_allocated",
-                 "dcgm_exporter", "gpu_feature_discovery", "mig_manager", "mps_control_daemon", "sharing",
-                 "sharing_replicas", "driver_upgrade", "driver_upgrade_failure", "mig_config", "mig_config_state",
-                 "allocatable", "validation", "validated_at", "without_driver_daemonset", "ready", "health",
-                 "gpu_faults"}
+                 "driver_configuration", "driver", "driver_version", "kernel_module_type", "kernel_modules", "toolkit",
+                 "device_plugin", "dra_driver", "stack", "dra_devices", "dra_allocated", "dcgm_exporter",
+                 "gpu_feature_discovery", "mig_manager", "mps_control_daemon", "sharing", "sharing_replicas",
+                 "driver_upgrade", "driver_upgrade_failure", "mig_config", "mig_config_state", "allocatable",
+                 "validation", "validated_at", "without_driver_daemonset", "ready", "health", "gpu_faults"}
 
 
 # Where Molecule would install the collection under test if HOME were the user's.

@@ -51,9 +51,8 @@ def run(maintenance_pod, faults, holders=(), driver_root=gpu_faults.DRIVER_CONTA
 
 
 def test_identity_matches_what_the_dra_plugin_publishes_in_nvml_form():
-    assert gpu_faults.gpu_uuid(NODE, 1) == dra.gpu_devices(NODE, {"gpu": dict(GPU, memory=1, compute="8.0")},
-                                                            "570.1.2", "12.8", [None] * 4)[1]["attributes"]["uuid"][
-        "string"]
+    devices = dra.gpu_devices(NODE, {"gpu": dict(GPU, memory=1, compute="8.0")}, "570.1.2", "12.8", [None] * 4)
+    assert gpu_faults.gpu_uuid(NODE, 1) == devices[1]["attributes"]["uuid"]["string"]
     assert gpu_faults.pci_bus_id(2) == "00000000:3A:00.0"
     assert gpu_faults.gpu_uuid(NODE, 0) != gpu_faults.gpu_uuid("gpu-b", 0)
 
