@@ -5,6 +5,13 @@ import json
 import os
 import stat
 
+import yaml
+
+# The common role's defaults: what a deploy that sets none of them runs (its images, driver version and branch).
+with open(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                       "roles", "common", "defaults", "main.yml"), encoding="utf-8") as defaults:
+    COMMON_DEFAULTS = yaml.safe_load(defaults)
+
 RHCOS_416 = "416.94.202405081406-0"
 RHCOS_418 = "418.94.202509100653-0"
 RHCOS_96 = "9.6.20260303-1"
@@ -15,7 +22,7 @@ REGISTRY = [DRIVER_REPOSITORY + "/*", "quay.io/openshift-release-dev/ocp-v4.0-ar
 # The driver's k8s-driver-manager as the common role's defaults give it (roles/common/vars/main.yml,
 # common_driver_spec.manager): a stack installed module by module must match what the roles apply later, or its
 # OnDelete driver pods turn outdated under them.
-DRIVER_MANAGER = {"image": "nvcr.io/nvidia/cloud-native/k8s-driver-manager:v0.8.1", "env": [
+DRIVER_MANAGER = {"image": COMMON_DEFAULTS["common_driver_manager_image"], "env": [
     {"name": "ENABLE_GPU_POD_EVICTION", "value": "true"}, {"name": "ENABLE_AUTO_DRAIN", "value": "false"},
     {"name": "DRAIN_USE_FORCE", "value": "false"}, {"name": "DRAIN_POD_SELECTOR_LABEL", "value": ""},
     {"name": "DRAIN_TIMEOUT_SECONDS", "value": "300s"}, {"name": "DRAIN_DELETE_EMPTYDIR_DATA", "value": "true"}]}

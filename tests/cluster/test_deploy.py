@@ -13,7 +13,7 @@ import time
 from ansible_collections.accelerators.gpu.tests.unit.golden import render as golden
 from ansible_collections.accelerators.gpu.tests.unit.golden.compare import differences
 from conftest import Cluster, start_cluster, wait_until_deleted_namespaces_are_gone
-from gpu_fleet import FLEET_LABEL, RHCOS_416, RHCOS_96, selector
+from gpu_fleet import COMMON_DEFAULTS, FLEET_LABEL, RHCOS_416, RHCOS_96, selector
 from localcluster import api
 from localcluster import fleet as fleets
 from playbook import COLLECTIONS, ROOT, run
@@ -246,7 +246,7 @@ def test_unpullable_driver_image_fails_at_the_driver_state_naming_node_and_image
     result = playbook(cluster, "deploy", fleet_variables(namespace, spec, common_driver_repository=repository))
     task, failed = result.failure()
     assert task.endswith(": Driver DaemonSets, then wait for the driver on every GPU node")
-    missing = repository + "/driver:570.172.08-rhel9.6"
+    missing = "%s/driver:%s-rhel9.6" % (repository, COMMON_DEFAULTS["common_driver_version"])
     assert "node %s: pod %s/nvidia-driver-daemonset-%s-" % (gpu1, namespace, RHCOS_96) in failed["msg"]
     assert "cannot pull image %s" % missing in failed["msg"]
     wait = failed["status"]

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from conftest import Cluster, start_cluster
-from gpu_fleet import RHCOS_416, RHCOS_96
+from gpu_fleet import COMMON_DEFAULTS, RHCOS_416, RHCOS_96
 from test_deploy import gpu_fleet, playbook
 
 NAMESPACE = "nvidia-gpu-operator"
@@ -112,7 +112,7 @@ def test_image_list_names_every_image_of_the_deployed_stack_and_the_upgrade_targ
     # The DTK images of the versions the nodes run and of the upgrade target, and the target's driver image.
     stream = {dtk_image(version) for version in (RHCOS_416, RHCOS_96, TARGET)}
     assert stream - set(listed) == set()
-    assert "nvcr.io/nvidia/driver:570.172.08-rhel9.7" in listed
+    assert "nvcr.io/nvidia/driver:%s-rhel9.7" % COMMON_DEFAULTS["common_driver_version"] in listed
 
     image_set = yaml.safe_load((tmp_path / "imageset-config.yaml").read_text())
     assert unknown_fields(image_set, IMAGE_SET_SCHEMA) == []

@@ -20,12 +20,14 @@ import kubernetes
 import pytest
 
 from conftest import wait_for
-from gpu_fleet import FLEET_LABEL, RHCOS_416, RHCOS_96, selector
+from gpu_fleet import COMMON_DEFAULTS, FLEET_LABEL, RHCOS_416, RHCOS_96, selector
 from sampler import Sampler
 from test_deploy import fleet_variables, gpu_fleet, playbook, status_of
 from test_rhcos_upgrade_playbook import UpgradeRun
 
-OLD, NEW, BAD = "570.172.08", "580.95.05", "575.64.05"
+# OLD is the common role's default, which a reconcile that does not set the version asks for; NEW, a newer driver
+# NVIDIA builds images of (gpu-driver-container's versions.mk); BAD, an older one, which fails on one node.
+OLD, NEW, BAD = COMMON_DEFAULTS["common_driver_version"], "610.57.04", "575.64.05"
 STATE = "nvidia.com/gpu-driver-upgrade-state"
 DRIVER_SELECTOR = "app.kubernetes.io/component=nvidia-driver"
 BUILD_SECONDS = 2

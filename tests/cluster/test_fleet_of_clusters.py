@@ -22,7 +22,9 @@ from localcluster import clusters, controlplane
 from playbook import COLLECTIONS, UNREACHABLE_RETRY_SECONDS, assert_tried_within_budget
 from test_deploy import Run
 
-OLD, NEW, BAD = "570.172.08", "580.95.05", "575.64.05"
+# The clusters run the common role's default driver; NEW is newer (a driver NVIDIA builds images of:
+# gpu-driver-container's versions.mk), BAD older, and fails on one node.
+NEW, BAD = "610.57.04", "575.64.05"
 STATE = "nvidia.com/gpu-driver-upgrade-state"
 DRIVER_SELECTOR = "app.kubernetes.io/component=nvidia-driver"
 

@@ -18,6 +18,7 @@ import pytest
 import yaml
 from kubernetes.client.rest import ApiException
 
+from gpu_fleet import COMMON_DEFAULTS
 from playbook import COLLECTIONS, ROOT
 from test_deploy import fleet_variables, gpu_fleet, jobs_by_check, node_labels, playbook
 from test_gpu_feature_discovery import GROUPS as GFD_GROUPS
@@ -354,7 +355,8 @@ def test_kubernetes_single_driver_deploys_validated_reruns_unchanged_without_the
 
         run = playbook(kubernetes_cluster, "deploy", variables).succeeded()
         driver = kubernetes_cluster.apps.read_namespaced_daemon_set("nvidia-driver-daemonset", namespace)
-        assert driver.spec.template.spec.containers[0].image == "nvcr.io/nvidia/driver:570.172.08-ubuntu22.04"
+        assert driver.spec.template.spec.containers[0].image == "nvcr.io/nvidia/driver:%s-ubuntu22.04" % (
+            COMMON_DEFAULTS["common_driver_version"])
         assert jobs_by_check(kubernetes_cluster, namespace) == {
             (check, node): 1 for check in ("driver", "toolkit", "cuda") for node in (gpu0, gpu1)}
         applied = [item["object"] for _name, result in run.results for item in result.get("objects") or []]

@@ -11,11 +11,11 @@ import kubernetes
 from kubernetes.client.rest import ApiException
 
 from conftest import wait_for
-from gpu_fleet import RHCOS_416, RHCOS_96
+from gpu_fleet import COMMON_DEFAULTS, RHCOS_416, RHCOS_96
 from localcluster import fleet as fleets
 from test_deploy import fleet_variables, gpu_fleet, node_labels, playbook, status_of
 
-DRIVER_VERSION = ("570", "172", "08")  # common_driver_version's default
+DRIVER_VERSION = tuple(COMMON_DEFAULTS["common_driver_version"].split("."))  # the deploy's driver
 GFD_DEPLOY = "nvidia.com/gpu.deploy.gpu-feature-discovery"
 VALIDATOR_DEPLOY = "nvidia.com/gpu.deploy.operator-validator"
 GFD_TASK = ": GPU feature discovery service account, RBAC and DaemonSet, then wait until every node carries its labels"

@@ -12,7 +12,7 @@ import os
 import pytest
 
 from conftest import wait_for
-from gpu_fleet import RHCOS_416, RHCOS_418, create_driver_service_account, driver, fleet, selector
+from gpu_fleet import COMMON_DEFAULTS, RHCOS_416, RHCOS_418, create_driver_service_account, driver, fleet, selector
 from localcluster.gpudirect import MOFED_WAIT_LABEL
 from playbook import run
 from sampler import Sampler
@@ -20,7 +20,8 @@ from test_deploy import fleet_variables, gpu_fleet, playbook
 from test_driver_rollout import DRIVER_SELECTOR, states
 from test_modules_driver_daemonsets import label_gpu_nodes
 
-BRANCH, KERNEL = "570", "5.14.0-427.33.1.el9_4.x86_64"
+# The default driver's branch, so that the precompiled node and the DTK-built ones run one driver branch.
+BRANCH, KERNEL = COMMON_DEFAULTS["common_driver_branch"], "5.14.0-427.33.1.el9_4.x86_64"
 PRECOMPILED = "nvcr.io/nvidia/driver:%s-%s-rhcos4.18" % (BRANCH, KERNEL)
 PEERMEM, GDS, GDRCOPY = "nvidia-peermem-ctr", "nvidia-fs-ctr", "nvidia-gdrcopy-ctr"
 DS_DTK = "nvidia-driver-daemonset-" + RHCOS_416

@@ -7,7 +7,7 @@ The smallest fleet that shows it: one B200 node and one A100 node, served by one
 """
 
 from conftest import wait_for
-from gpu_fleet import RHCOS_416, create_driver_service_account, driver, fleet, selector, settled
+from gpu_fleet import COMMON_DEFAULTS, RHCOS_416, create_driver_service_account, driver, fleet, selector, settled
 from playbook import run
 from test_deploy import fleet_variables, gpu_fleet, playbook, status_of
 from test_modules_driver_daemonsets import label_gpu_nodes
@@ -57,13 +57,14 @@ def test_proprietary_on_blackwell_fails_on_the_node_as_nvidia_says(cluster, name
 
 def test_the_deploy_refuses_proprietary_modules_where_they_fail_and_changes_nothing(cluster, namespace, make_fleet):
     """The driver role on OpenShift: the stack up with the open modules, GPU feature discovery's labels on the nodes;
-    then proprietary modules for the B200 node, or with GPUDirect Storage 2.20.5, refused before any write."""
+    then proprietary modules for the B200 node, or with the default GPUDirect Storage (nvidia-fs from 2.17.5), refused
+    before any write."""
     spec = gpu_fleet({"name": "b200", "gpu": {"product": "NVIDIA-B200", "count": 8}, "os": {"rhcos": RHCOS_416}},
                      {"name": "a100", "gpu": {"product": "NVIDIA-A100-SXM4-80GB", "count": 8},
                       "os": {"rhcos": RHCOS_416}})
     b200, a100 = make_fleet(spec).node_names
-    variables = dict(fleet_variables(namespace, spec, common_driver_version="595.91.07", driver_kernel_module_type="open",
-                                     container_toolkit_validate=False, device_plugin_validate_workload=False),
+    variables = dict(fleet_variables(namespace, spec, driver_kernel_module_type="open", container_toolkit_validate=False,
+                                     device_plugin_validate_workload=False),
                      common_wait_timeout=120)
     playbook(cluster, "deploy", variables).succeeded()
     env = driver_env(cluster, namespace, "nvidia-driver-daemonset-" + RHCOS_416)
@@ -82,9 +83,9 @@ def test_the_deploy_refuses_proprietary_modules_where_they_fail_and_changes_noth
     assert "set kernel_module_type open (the driver role's driver_kernel_module_type)" in refused["msg"]
     assert a100 not in refused["msg"], refused["msg"]
 
-    # GPUDirect Storage from nvidia-fs 2.17.5 (the default common_gds_image, 2.20.5): every node of the driver.
+    # GPUDirect Storage from nvidia-fs 2.17.5 (the default common_gds_image): every node of the driver.
     _task, gds = playbook(cluster, "deploy", dict(variables, driver_kernel_module_type="proprietary",
                                                   driver_gds=True)).failure()
-    assert ("GPUDirect Storage nvcr.io/nvidia/cloud-native/nvidia-fs:2.20.5 (from nvidia-fs 2.17.5) is supported "
-            "only with the open kernel modules, on node(s) %s" % ", ".join(sorted([a100, b200]))) in gds["msg"]
+    assert ("GPUDirect Storage %s (from nvidia-fs 2.17.5) is supported only with the open kernel modules, on node(s) "
+            "%s" % (COMMON_DEFAULTS["common_gds_image"], ", ".join(sorted([a100, b200])))) in gds["msg"]
     assert snapshot(cluster, namespace, spec) == before

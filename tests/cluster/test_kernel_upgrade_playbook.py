@@ -13,14 +13,14 @@ import time
 import pytest
 
 from conftest import wait_for
-from gpu_fleet import FLEET_LABEL, ready, selector
+from gpu_fleet import COMMON_DEFAULTS, FLEET_LABEL, ready, selector
 from localcluster import kernel as reboots
 from sampler import Sampler
 from test_deploy import fleet_variables, gpu_fleet, playbook
 from test_rhcos_upgrade_playbook import UpgradeRun, is_ready, record_of
 
 OLD, NEW = "5.15.0-100-generic", "5.15.0-105-generic"
-BRANCH, REPOSITORY = "570", "nvcr.io/nvidia"
+BRANCH, REPOSITORY = COMMON_DEFAULTS["common_driver_branch"], "nvcr.io/nvidia"
 
 
 def image(kernel):
@@ -31,8 +31,10 @@ def daemonset(kernel):
     return "nvidia-driver-daemonset-%s-ubuntu22.04" % kernel
 
 
-# The simulated registry holds the precompiled images of both kernels, the operands' and the CUDA sample.
-REGISTRY = [image(OLD), image(NEW), "nvcr.io/nvidia/k8s/*", "nvcr.io/nvidia/cloud-native/*", "nvcr.io/nvidia/k8s-*"]
+# The simulated registry holds the precompiled images of both kernels, the operands' (the validator's is the GPU
+# Operator's own image) and the CUDA sample.
+REGISTRY = [image(OLD), image(NEW), "nvcr.io/nvidia/k8s/*", "nvcr.io/nvidia/cloud-native/*", "nvcr.io/nvidia/k8s-*",
+            "nvcr.io/nvidia/gpu-operator:*"]
 REBOOT_SECONDS, NFD_LAG_SECONDS = 6, 2
 REBOOT_TASKS = """---
 - name: Ask the simulated node to reboot into kernel {{ rhcos_upgrade_kernel }}

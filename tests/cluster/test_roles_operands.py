@@ -8,7 +8,7 @@ import os
 from kubernetes.client.rest import ApiException
 
 from conftest import wait_for
-from gpu_fleet import FLEET_LABEL, RHCOS_416, fleet, ready
+from gpu_fleet import COMMON_DEFAULTS, FLEET_LABEL, RHCOS_416, fleet, ready
 from playbook import play, run
 
 ROLES = ("accelerators.gpu.container_toolkit", "accelerators.gpu.device_plugin", "accelerators.gpu.dcgm_exporter")
@@ -138,7 +138,8 @@ def env_of(container):
 def test_openshift_stack_validated_configured_and_rerun_changes_nothing(cluster, namespace, make_fleet):
     gpu0, gpu1, cpu = make_fleet(gpu_fleet()).node_names
     prepare(cluster, namespace, [gpu0, gpu1])
-    variables = {"common_namespace": namespace, "common_wait_timeout": 120,
+    # CDI off: CRI-O through the OCI hook (the golden OpenShift fleet has CDI on, the default).
+    variables = {"common_namespace": namespace, "common_wait_timeout": 120, "common_cdi_enabled": False,
                  "device_plugin_time_slicing": [{"name": "a100-x4", "replicas": 4}],
                  "dcgm_exporter_metrics_csv": "DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).\n"}
 
@@ -156,7 +157,8 @@ def test_openshift_stack_validated_configured_and_rerun_changes_nothing(cluster,
         (app, node) for app in ("nvidia-container-toolkit-daemonset", "nvidia-operator-validator",
                                 "nvidia-device-plugin-daemonset", "nvidia-dcgm-exporter") for node in (gpu0, gpu1))
 
-    # OpenShift: CRI-O through the OCI hook (no RuntimeClass on the pods), privileged SCC for each service account.
+    # OpenShift with CDI off: CRI-O through the OCI hook (no RuntimeClass on the pods), privileged SCC for each service
+    # account.
     toolkit = cluster.apps.read_namespaced_daemon_set("nvidia-container-toolkit-daemonset", namespace)
     toolkit_env = env_of(toolkit.spec.template.spec.containers[0])
     assert (toolkit_env["RUNTIME"], toolkit_env["CRIO_CONFIG_MODE"]) == ("crio", "hook")
@@ -183,6 +185,7 @@ def test_openshift_stack_validated_configured_and_rerun_changes_nothing(cluster,
     config = cluster.core.read_namespaced_config_map("nvidia-device-plugin-config", namespace).data
     assert "replicas: 4" in config["a100-x4"] and "version: v1" in config["a100-x4"]
     plugin = cluster.apps.read_namespaced_daemon_set("nvidia-device-plugin-daemonset", namespace).spec.template.spec
+    assert plugin.runtime_class_name is None
     assert [c.name for c in plugin.containers] == ["nvidia-device-plugin", "config-manager"]
     assert env_of(plugin.containers[1])["NODE_LABEL"] == "nvidia.com/device-plugin.config"
     assert [c.name for c in plugin.init_containers] == ["toolkit-validation", "config-manager-init"]
@@ -222,7 +225,7 @@ def upstream_operand(selector):
     labels = {"app": "upstream-operand", "app.kubernetes.io/component": "upstream-operand"}
     volume = {"name": "run-nvidia-validations",
               "hostPath": {"path": "/run/nvidia/validations", "type": "DirectoryOrCreate"}}
-    wait = {"name": "toolkit-validation", "image": "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v25.3.4",
+    wait = {"name": "toolkit-validation", "image": COMMON_DEFAULTS["common_validator_image"],
             "command": ["sh", "-c"],
             "args": ["until [ -f /run/nvidia/validations/toolkit-ready ]; do echo waiting for nvidia container stack "
                      "to be setup; sleep 5; done"],
@@ -347,7 +350,7 @@ def test_kubernetes_with_containerd_gets_pod_security_labels_and_the_runtime_cla
 def test_unpullable_operand_image_fails_fast_naming_node_and_image(cluster, namespace, make_fleet):
     gpu0, gpu1, _cpu = make_fleet(gpu_fleet()).node_names
     prepare(cluster, namespace, [gpu0, gpu1])
-    missing = "nvcr.io.mirror.example/nvidia/k8s-device-plugin:v0.17.4"
+    missing = COMMON_DEFAULTS["common_device_plugin_image"].replace("nvcr.io/", "nvcr.io.mirror.example/", 1)
     result = run_roles(cluster, {"common_namespace": namespace, "common_wait_timeout": 300,
                                  "common_device_plugin_image": missing})
     failed = failed_fast(result, "Device plugin service account, DaemonSet and configuration, the MPS control daemon, "

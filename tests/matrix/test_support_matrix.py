@@ -41,8 +41,9 @@ DEMO = ROOT / "tools" / "localcluster" / "fleets" / "demo.yml"
 NAMESPACE = "nvidia-gpu-operator"
 DRIVER_PODS = "app.kubernetes.io/component=nvidia-driver"
 UPGRADE_STATE = "nvidia.com/gpu-driver-upgrade-state"
-# The deploy's driver is common_driver_version's default (roles/common/defaults/main.yml); the smoke rolls out this one.
-NEW_DRIVER = "580.95.05"
+# The deploy's driver is common_driver_version's default (roles/common/defaults/main.yml); the smoke rolls out this one,
+# a newer driver NVIDIA builds images of (gpu-driver-container's versions.mk).
+NEW_DRIVER = "610.57.04"
 PLAYBOOK_TIMEOUT = 1200
 COMBINATIONS = matrix.selected()
 
