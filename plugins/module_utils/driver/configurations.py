@@ -16,13 +16,15 @@ __metaclass__ = type
 
 import re
 
+from ..nodes.facts import DRIVER_NEXT_OWNER_LABEL, DRIVER_OWNER_LABEL
 from ..nodes.selection import affinity_matches
 from .names import PlanError
 
-OWNER_LABEL = 'nvidia.com/gpu-operator.driver.owner'
-# Ours (a label, which node facts carry): the configuration a node moves to, set when its owner must change, so that the rollout moves it node by node
-# (cordon, evict, relabel, new driver, validate) rather than the DaemonSet controllers all at once.
-NEXT_OWNER_LABEL = 'accelerators.gpu/driver-owner-next'
+OWNER_LABEL = DRIVER_OWNER_LABEL
+# Ours (a label, which node facts carry): the configuration a node moves to, set when its owner must change, so that
+# the rollout moves it node by node (cordon, evict, relabel, new driver, validate) rather than the DaemonSet
+# controllers all at once.
+NEXT_OWNER_LABEL = DRIVER_NEXT_OWNER_LABEL
 IMPLICIT_DEFAULT = 'default'
 # The settings of a configuration that override the driver option's; lists and dicts are merged as described in
 # configuration_specs().

@@ -28,6 +28,10 @@ OSTREE_LABEL = OS_RELEASE_PREFIX + 'OSTREE_VERSION'
 GPU_PRESENT_LABEL = 'nvidia.com/gpu.present'
 # Written by the driver rollout (driver.upgrade_plan.STATE_LABEL), removed with the stack.
 DRIVER_UPGRADE_STATE_LABEL = 'nvidia.com/gpu-driver-upgrade-state'
+# The driver configuration owning a node (upstream's NVIDIADriver owner label), and ours for the one it moves to
+# (driver/configurations.py).
+DRIVER_OWNER_LABEL = 'nvidia.com/gpu-operator.driver.owner'
+DRIVER_NEXT_OWNER_LABEL = 'accelerators.gpu/driver-owner-next'
 DEPLOY_LABEL_PREFIX = 'nvidia.com/gpu.deploy.'
 OPERANDS_SWITCH = 'operands'
 # One deploy label per state the collection deploys; the roles pass the states enabled (common_deploy_operands).
@@ -282,7 +286,8 @@ def plan_gpu_node_labels(node_facts_or_node, operands=None, present=True, dra_se
     its GPU is gone, NFD may just be down.
     present=False with operands: removes the 'true' deploy labels of those operands only (a state switched off).
     present=False without operands removes what this collection manages (uninstall): gpu.present, deploy labels set
-    to 'true', the driver rollout's nvidia.com/gpu-driver-upgrade-state and the labels GPU feature discovery wrote
+    to 'true', the driver rollout's nvidia.com/gpu-driver-upgrade-state, the driver configuration's owner labels and
+    the labels GPU feature discovery wrote
     (gfd_labels.is_gfd_label: nvidia.com/gpu.product, cuda.*, mig.capable, ...; not mig.config, an admin's).
 
     The device plugin and the DRA kubelet plugin (dra-driver) are one or the other: a node whose labels match
@@ -307,7 +312,7 @@ def plan_gpu_node_labels(node_facts_or_node, operands=None, present=True, dra_se
         if operands is not None:
             return remove_true(lambda operand: operand in operands)
         changes = remove_true(lambda operand: True)
-        for label in (GPU_PRESENT_LABEL, DRIVER_UPGRADE_STATE_LABEL):
+        for label in (GPU_PRESENT_LABEL, DRIVER_UPGRADE_STATE_LABEL, DRIVER_OWNER_LABEL, DRIVER_NEXT_OWNER_LABEL):
             if label in labels:
                 changes[label] = None
         changes.update(gfd_labels_to_remove(labels))

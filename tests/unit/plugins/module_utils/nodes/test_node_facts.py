@@ -269,11 +269,15 @@ def test_cpu_node_never_labelled_is_left_alone():
 def test_absent_removes_managed_labels_and_keeps_admin_values():
     extra = _deploy_all()
     extra.update({GPU_PRESENT_LABEL: 'true', DEPLOY + 'driver': 'pre-installed',
-                  'nvidia.com/gpu-driver-upgrade-state': 'upgrade-done'})
+                  'nvidia.com/gpu-driver-upgrade-state': 'upgrade-done',
+                  'nvidia.com/gpu-operator.driver.owner': 'a100', 'accelerators.gpu/driver-owner-next': 'default'})
     changes = plan_gpu_node_labels(rhcos_node('w1', extra=extra), present=False)
     expected = dict((DEPLOY + op, None) for op in OPERANDS if op not in ('driver', 'dra-driver'))
     expected[GPU_PRESENT_LABEL] = None
-    expected['nvidia.com/gpu-driver-upgrade-state'] = None
+    # The driver rollout's state and the driver configuration's owner labels go with the stack.
+    for label in ('nvidia.com/gpu-driver-upgrade-state', 'nvidia.com/gpu-operator.driver.owner',
+                  'accelerators.gpu/driver-owner-next'):
+        expected[label] = None
     assert changes == expected
 
 
