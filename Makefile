@@ -16,7 +16,7 @@ export PYTHONPATH := $(COLLECTIONS):$(CURDIR)/tools
 export PYTHONDONTWRITEBYTECODE :=
 export PYTHONPYCACHEPREFIX := $(dir $(VENV))pycache
 
-.PHONY: help venv deps system-packages control-plane crds gpu-operator registry collection test lint sanity build pytest durations golden matrix demo down clean bundle bench bench-modules bench-deploy bench-upgrade bench-fleet docs docs-lint docs-src forget-bytecode
+.PHONY: help venv eda deps system-packages control-plane crds gpu-operator registry collection test lint sanity build pytest durations golden matrix demo down clean bundle bench bench-modules bench-deploy bench-upgrade bench-fleet docs docs-lint docs-src forget-bytecode
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -24,10 +24,14 @@ help: ## list the targets
 # On a fresh machine the Python environment and the Debian packages are made while Go builds the control plane (and
 # downloads its modules): pip and apt wait on the network, and the compiler takes up the slack.
 deps: ## install system packages and the Python environment, build (or reuse) the control-plane binaries, fetch (or reuse) the upstream CRDs and the GPU Operator's manifests, side by side
-	@$(MAKE) --no-print-directory -j 5 venv system-packages control-plane crds gpu-operator
+	@$(MAKE) --no-print-directory -j 5 venv eda system-packages control-plane crds gpu-operator
 
 venv:
 	@tools/ensure-venv.sh >/dev/null
+
+# ansible-rulebook and its Java runtime (tests/cluster/test_eda_rulebook.py runs the collection's rulebook).
+eda: venv ## make (or reuse) ansible-rulebook's environment, with a Java runtime from PyPI (tools/ensure-eda.sh)
+	@tools/ensure-eda.sh >/dev/null
 
 system-packages:
 	@bash tools/install-system-deps.sh

@@ -12,7 +12,7 @@ requirements="${1:-$here/requirements.txt}"
 cache_root="${ACCEL_GPU_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/accelerators-gpu}"
 key="$(sha256sum "$requirements" | cut -c1-16)"
 venv="$cache_root/venv-$key"
-if [ -z "$path_only" ] && { [ ! -x "$venv/bin/ansible-playbook" ] || [ ! -f "$venv/.complete" ]; }; then
+if [ -z "$path_only" ] && { [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; }; then
   echo "ensure-venv: no Python environment for this $(basename "$requirements") yet: installing it from PyPI into $venv," \
     "once; about half a minute" >&2
   rm -rf "$venv"

@@ -54,25 +54,27 @@ def driver_root_mount(driver_root=DRIVER_ROOT):
 def reset_command(gpu_uuids, driver_root=DRIVER_ROOT):
     """The reset container's command (a list): persistence mode off on the GPUs, each reset by UUID and checked,
     persistence mode back on on exit. It stops at the first GPU nvidia-smi does not reset, with its output last (the
-    Job's termination message)."""
+    Job's termination message). Each nvidia-smi call is written out with its GPU, no shell function or variable:
+    the Job says what it runs, and a reader of its command (the simulator among them) sees each call."""
     if not gpu_uuids:
         raise JobError('no GPU to reset: the remediation record names no GPU UUID')
-    script = '\n'.join((
-        'set -u',
-        'smi() { chroot %s nvidia-smi "$@"; }' % driver_root_mount(driver_root),
-        'gpus="%s"' % _quote(gpu_uuids),
-        'restore() { for gpu in $gpus; do smi -pm 1 -i "$gpu" >/dev/null || echo "persistence mode not back on $gpu"; '
-        'done; }',
-        'trap restore EXIT',
-        'for gpu in $gpus; do smi -pm 0 -i "$gpu" >/dev/null || echo "persistence mode not off on $gpu"; done',
-        'for gpu in $gpus; do',
-        '  echo "resetting $gpu"',
-        '  smi -r -i "$gpu" || { echo "reset of $gpu failed"; exit 1; }',
-        '  smi -q -i "$gpu" >/dev/null || { echo "$gpu does not answer nvidia-smi -q after its reset"; exit 2; }',
-        'done',
-        'echo "reset: $gpus"',
-    ))
-    return ['sh', '-c', script]
+    gpus = _quote(gpu_uuids).split()
+    smi = 'chroot %s nvidia-smi' % driver_root_mount(driver_root)
+    lines = ['set -u', 'restore() {']
+    lines.extend('  %s -pm 1 -i %s >/dev/null || echo "persistence mode not back on %s"' % (smi, gpu, gpu)
+                 for gpu in gpus)
+    lines.extend(['}', 'trap restore EXIT'])
+    lines.extend('%s -pm 0 -i %s >/dev/null || echo "persistence mode not off on %s"' % (smi, gpu, gpu)
+                 for gpu in gpus)
+    for gpu in gpus:
+        lines.extend([
+            'echo "resetting %s"' % gpu,
+            '%s -r -i %s || { echo "reset of %s failed"; exit 1; }' % (smi, gpu, gpu),
+            '%s -q -i %s >/dev/null || { echo "%s does not answer nvidia-smi -q after its reset"; exit 2; }' % (
+                smi, gpu, gpu),
+        ])
+    lines.append('echo "reset: %s"' % ' '.join(gpus))
+    return ['sh', '-c', '\n'.join(lines)]
 
 
 def reset_outcome(succeeded, message):

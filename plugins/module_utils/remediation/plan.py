@@ -249,7 +249,8 @@ def remediation_plan(cluster, records, nodes, settings):
 
     records: the health records of the cluster's GPU nodes; nodes: its Node objects (dicts); settings: max_parallel
     (M: nodes under remediation at once, 0 no limit), max_faulty_percent (P), max_attempts (N), attempt_window
-    (seconds), opt_out_label ('key=value', OPT_OUT_LABEL when absent) and now (seconds since the epoch).
+    (seconds), opt_out_label ('key=value', OPT_OUT_LABEL when absent), now (seconds since the epoch) and nodes (the
+    only nodes to act on, as an event's rule names one; empty: every node).
 
     Returns {cluster, total (GPU nodes), faulty (nodes with a GPU fault calling for an action, but those held: rma
     or failed), breaker ('' or why nothing is done), wave (the nodes acted on now: those in progress first, then new
@@ -277,6 +278,12 @@ def remediation_plan(cluster, records, nodes, settings):
         if entry['disposition'] != 'healthy':
             entries.append(entry)
     total = len(health)
+    named = settings.get('nodes') or []
+    for entry in entries:
+        if named and entry['node'] not in named and entry['disposition'] in ('in_progress', 'start'):
+            # Still counted by the breaker: the cluster's health is the whole cluster's.
+            entry.update(disposition='reported', reason='%s: not among the nodes this run is for (%s)' % (
+                _where(cluster, entry['node']), ', '.join(named)))
     faulty = [entry for entry in entries if entry['health_action'] != 'none' and entry['state'] not in HELD]
     acting = [entry for entry in entries if entry['disposition'] in ('in_progress', 'start')]
     in_progress = [entry['node'] for entry in acting if entry['disposition'] == 'in_progress']

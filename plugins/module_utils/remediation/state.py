@@ -12,8 +12,11 @@ The quarantine is a cordon and the NoSchedule taint TAINT_KEY. NoSchedule, not N
 kubelet kill every pod without a toleration at once, PodDisruptionBudgets ignored; the GPU workloads leave through the
 Eviction API instead, under their budgets, in the drain step. The taint keeps new pods off after an admin's
 uncordon and marks the node for people and for the other owners (driver rollout, RHCOS rollout, MIG change), which
-leave it alone. The stack's own operands must tolerate it (QUARANTINE_TOLERATION): the device plugin comes back on
-the node after a reset and the validation Job runs there before the node is released.
+leave it alone. The stack's operands tolerate only nvidia.com/gpu, so the taint comes off, the cordon staying, when
+the node's GPUs come back (validation-required: after a reset or a reboot): the DaemonSet controller then puts the
+device plugin back (DaemonSet pods tolerate a cordon), and the validation Job tolerates the cordon as the driver
+rollout's does. Adding the toleration to the operands instead would change every operand's pod template, and so
+restart the operands of every node. Until then, and whenever a node is held (rma, failed), it is cordoned and tainted.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -28,7 +31,6 @@ STATE_LABEL = 'accelerators.gpu/gpu-remediation-state'
 RECORD_ANNOTATION = 'accelerators.gpu/gpu-remediation'
 TAINT_KEY = 'accelerators.gpu/gpu-remediation'
 TAINT_EFFECT = 'NoSchedule'
-QUARANTINE_TOLERATION = {'key': TAINT_KEY, 'operator': 'Exists', 'effect': TAINT_EFFECT}
 
 QUARANTINE_REQUIRED = 'quarantine-required'
 DRAIN_REQUIRED = 'drain-required'
@@ -199,3 +201,9 @@ def release_patch(node, record):
     """A merge patch taking the quarantine taint off the node and uncordoning it, unless it was unschedulable
     before its remediation (an admin's cordon stays)."""
     return {'spec': {'unschedulable': bool(record.get('unschedulable_before')), 'taints': _other_taints(node)}}
+
+
+def untaint_patch(node):
+    """A merge patch taking the quarantine taint off the node, its cordon staying: its GPUs are back for the operands
+    and the validation, not for workloads yet."""
+    return {'spec': {'taints': _other_taints(node)}}

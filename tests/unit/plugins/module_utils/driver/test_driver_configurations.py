@@ -158,3 +158,21 @@ def test_each_configuration_rolls_out_within_its_own_budget():
     assert merged['wave'] == ['a1', 'a2', 'd1']
     assert merged['waves'] == [['a1', 'a2', 'd1'], ['d2']]
     assert merged['budgets'] == {'a100': {'total': 2, 'budget': 2}, 'default': {'total': 3, 'budget': 1}}
+
+
+def test_the_image_list_has_every_configurations_images_and_no_other():
+    """What roles/common/tasks/image_list.yml reads (plan_only): the driver images of each configuration's
+    DaemonSets, and the GPUDirect image of the configuration that has it."""
+    cluster = FakeCluster(nodes=[node('w1', 'a100'), node('w2', 'b200'), node('w3')])
+    module = FakeModule({'namespace': 'gpu', 'state': 'present', 'mode': 'rhcos', 'driver': dict(SPEC), 'nodes': None,
+                         'label_selector': None, 'page_size': 500, 'dtk_images': {RHCOS_416: DTK_416},
+                         'dtk_overrides': {}, 'precompiled_available': None, 'precompiled_registry_check': None,
+                         'prepare_versions': [], 'allow_blocked': False, 'allow_downgrade': False,
+                         'refuse_outdated': False, 'plan_only': True, 'wait': None, 'daemonset_template': TEMPLATE,
+                         'configurations': [A100, dict(B200, gds=True)],
+                         'gpudirect_images': {'gds': 'nvcr.io/nvidia/cloud-native/nvidia-fs:2.29.4'}})
+    images = run(module, cluster)['images']
+    assert sorted(image for image in images if 'driver:' in image or 'nvidia-fs' in image) == [
+        'nvcr.io/nvidia/cloud-native/nvidia-fs:2.29.4-rhcos4.16', 'nvcr.io/nvidia/driver:570.172.08-rhcos4.16',
+        'nvcr.io/nvidia/driver:570.195.03-rhcos4.16', 'nvcr.io/nvidia/driver:595.91.07-rhcos4.16']
+    assert cluster.writes == []

@@ -49,6 +49,21 @@ def test_a_double_bit_ecc_error_starts_a_reset_with_the_quarantine():
         assert words in line
 
 
+def test_a_run_for_named_nodes_acts_on_them_only_and_reports_the_others():
+    """As the rulebook's rule runs it for the node of its event: another faulty node waits for its own event."""
+    ecc = fault(48, 'reset', 2, 'double-bit ECC error')
+
+    def for_node_9(records, **settings):
+        nodes = [gpu_node(record['node']) for record in records]
+        return remediation.remediation_plan(CLUSTER, records, nodes, dict(SETTINGS, nodes=['gpu-9'], **settings))
+    plan = for_node_9(healthy(6) + [health('gpu-8', ecc), health('gpu-9', fault(79, 'reboot', 0, 'off the bus'))],
+                      max_parallel=0)
+    assert plan['wave'] == ['gpu-9'] and plan['reported'] == ['gpu-8']
+    assert 'not among the nodes this run is for (gpu-9)' in entry(plan, 'gpu-8')['reason']
+    # The breaker counts the whole cluster: 2 of 8 faulty is more than 20 %.
+    assert for_node_9(healthy(6) + [health('gpu-8', ecc), health('gpu-9', ecc)], max_faulty_percent=20)['breaker']
+
+
 @pytest.mark.parametrize('current, action, step, after', [
     (state.DRAIN_REQUIRED, 'reset', 'drain', state.RESET_REQUIRED),
     (state.DRAIN_REQUIRED, 'reboot', 'drain', state.REBOOT_REQUIRED),

@@ -114,7 +114,7 @@ def test_the_release_untaints_and_uncordons_but_an_admin_cordon_stays(before):
         'spec': {'unschedulable': before, 'taints': [other]}}
 
 
-def test_the_operands_toleration_matches_the_quarantine_taint():
-    toleration, taint = state.QUARANTINE_TOLERATION, state.quarantine_taint('reboot')
-    assert (toleration['key'], toleration['effect'], toleration['operator']) == (taint['key'], taint['effect'],
-                                                                                 'Exists')
+def test_the_untaint_keeps_the_cordon_and_the_other_taints():
+    other = {'key': 'example.com/maintenance', 'effect': 'NoExecute'}
+    node = gpu_node('gpu-1', taints=[state.quarantine_taint('reset'), other], unschedulable=True)
+    assert state.untaint_patch(node) == {'spec': {'taints': [other]}}

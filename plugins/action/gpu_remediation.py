@@ -1,0 +1,1 @@
+../plugin_utils/worker_action.py

@@ -1,0 +1,230 @@
+"""The remediate playbook against the local control plane and the simulator's failing GPUs (gpu_faults.py): XID 48
+on one GPU of a node running a GPU workload under a PodDisruptionBudget is taken through quarantine, drain (the
+budget holding the eviction until it allows it), reset, validation and back, the other node untouched; XID 79 on
+the other node through a reboot (a new boot ID); --check prints the plan and writes nothing."""
+
+import json
+import os
+
+import kubernetes
+import pytest
+
+from conftest import wait_for
+from gpu_fleet import RHCOS_416, selector
+from localcluster import api, gpu_faults
+from test_deploy import fleet_variables, gpu_fleet, playbook
+from test_driver_rollout import audit_events
+from test_rhcos_upgrade_playbook import UpgradeRun
+
+GPU = "nvidia.com/gpu"
+STATE = "accelerators.gpu/gpu-remediation-state"
+RECORD = "accelerators.gpu/gpu-remediation"
+TAINT = "accelerators.gpu/gpu-remediation"
+PLUGIN = "app.kubernetes.io/component=nvidia-device-plugin"
+
+
+@pytest.fixture(scope="module")
+def stack(cluster):
+    """(faulty node, other node, namespace, variables, workloads namespace, fault): two GPU nodes with the stack
+    deployed, a GPU workload under a PodDisruptionBudget on the first, and XID 48 on its GPU 1."""
+    from localcluster import fleet as fleets
+    gpu = {"gpu": {"product": "NVIDIA-A100-SXM4-80GB", "count": 2}}
+    spec = gpu_fleet(dict(gpu, name="gpu", count=2, os={"rhcos": RHCOS_416}))
+    made = fleets.Fleet(cluster.client, spec, prefix="rem-%s-" % os.urandom(2).hex()).apply().wait_ready()
+    faulty, other = sorted(made.node_names)
+    namespace = "t-remediate-" + os.urandom(2).hex()
+    variables = dict(fleet_variables(namespace, spec, container_toolkit_validate=False,
+                                     device_plugin_validate_workload=False), common_wait_timeout=120)
+    # The health as accelerators.gpu.gpu_health reads it: the simulated DCGM exporters' fields through Prometheus.
+    remediation = dict(variables, remediation_label_selector=selector(spec), remediation_poll_interval=0.5,
+                       remediation_prometheus_url=gpu_faults.prometheus_url(cluster))
+    playbook(cluster, "deploy", variables).succeeded()
+    workloads = "t-rem-workloads-" + os.urandom(2).hex()
+    cluster.core.create_namespace({"metadata": {"name": workloads}})
+    start_workload(cluster, workloads, faulty)
+    fault = gpu_faults.inject_xid(cluster.client, faulty, 1, 48)
+    wait_for(lambda: gpus(cluster, faulty) == (2, 1), message="GPU 1 of %s out of allocatable" % faulty)
+    yield faulty, other, namespace, remediation, workloads, fault
+    cluster.core.delete_namespace(workloads)
+    cluster.core.delete_namespace(namespace)
+    made.delete()
+
+
+def start_workload(cluster, workloads, node):
+    """A Deployment of one GPU pod on the node, guarded by a PodDisruptionBudget that allows no disruption."""
+    labels = {"app": "train"}
+    cluster.apps.create_namespaced_deployment(workloads, {"metadata": {"name": "train"}, "spec": {
+        "replicas": 1, "selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "tolerations": [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [{"name": "train", "image": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0",
+                            "resources": {"limits": {GPU: "1"}}}]}}}})
+    kubernetes.client.PolicyV1Api(cluster.client).create_namespaced_pod_disruption_budget(workloads, {
+        "metadata": {"name": "train"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": labels}}})
+    wait_for(lambda: running(cluster, workloads), timeout=120, message="the GPU workload running on " + node)
+
+
+def running(cluster, workloads):
+    return [p for p in cluster.core.list_namespaced_pod(workloads).items
+            if p.status.phase == "Running" and not p.metadata.deletion_timestamp]
+
+
+def gpus(cluster, node):
+    """(capacity, allocatable) nvidia.com/gpu of the node."""
+    status = cluster.core.read_node(node).status
+    return tuple(int((resources or {}).get(GPU, 0)) for resources in (status.capacity, status.allocatable))
+
+
+def node_view(cluster, name):
+    """What must not change on a node left alone: labels, annotations, taints, schedulability, its pods."""
+    node = cluster.core.read_node(name)
+    pods = sorted(p.metadata.uid for p in cluster.core.list_pod_for_all_namespaces(
+        field_selector="spec.nodeName=" + name).items)
+    taints = sorted((t.key, t.value, t.effect) for t in node.spec.taints or [])
+    return node.metadata.labels, node.metadata.annotations, taints, bool(node.spec.unschedulable), pods
+
+
+def refused_evictions(cluster, namespace):
+    """Evictions of pods in namespace the API server refused with 429 (a PodDisruptionBudget), from its audit log."""
+    with open(cluster.audit_log) as log:
+        events = [json.loads(line) for line in log]
+    return [e["objectRef"]["name"] for e in events if (e.get("objectRef") or {}).get("namespace") == namespace
+            and e["objectRef"].get("subresource") == "eviction" and e["verb"] == "create"
+            and (e.get("responseStatus") or {}).get("code") == 429]
+
+
+def annotation(cluster, node, key):
+    return json.loads((cluster.core.read_node(node).metadata.annotations or {}).get(key) or "[]")
+
+
+def test_check_mode_prints_the_plan_and_writes_nothing(cluster, stack):
+    faulty, other, namespace, variables, _workloads, fault = stack
+    before = api.object_names(cluster.client), node_view(cluster, faulty), node_view(cluster, other)
+    checked = playbook(cluster, "remediate", variables, check=True).succeeded()
+    [shown] = [result["msg"] for name, result in checked.results if name.endswith("Show the plan")]
+    assert shown[0] == "Check mode, nothing changes."
+    assert shown[1].startswith("cluster localhost, node %s: no state -> quarantine, then drain-required; GPUs %s "
+                               "(PCI %s); XIDs 48" % (faulty, fault["uuid"], fault["pci_bus_id"])), shown
+    assert (api.object_names(cluster.client), node_view(cluster, faulty), node_view(cluster, other)) == before
+
+
+def test_xid_48_is_quarantined_drained_reset_validated_and_returned_the_other_node_untouched(
+        cluster, stack, tmp_path):
+    faulty, other, namespace, variables, workloads, fault = stack
+    other_before = node_view(cluster, other)
+    [workload] = running(cluster, workloads)
+    plugin_before = [p.metadata.uid for p in cluster.core.list_namespaced_pod(namespace, label_selector=PLUGIN).items
+                     if p.spec.node_name == faulty]
+
+    run = UpgradeRun(cluster, variables, tmp_path, playbook="accelerators.gpu.remediate")
+    try:
+        # Quarantined, and the PodDisruptionBudget holds the eviction back: the workload keeps running.
+        wait_for(lambda: refused_evictions(cluster, workloads), timeout=120, message="an eviction refused (429)")
+        node = cluster.core.read_node(faulty)
+        assert node.metadata.labels[STATE] == "drain-required" and node.spec.unschedulable
+        assert (TAINT, "reset", "NoSchedule") in [(t.key, t.value, t.effect) for t in node.spec.taints]
+        assert [p.metadata.uid for p in running(cluster, workloads)] == [workload.metadata.uid]
+        # The budget allows it now: the drain goes on.
+        kubernetes.client.PolicyV1Api(cluster.client).patch_namespaced_pod_disruption_budget(
+            "train", workloads, {"spec": {"minAvailable": 0}})
+        assert run.wait(timeout=600) == 0, run.output[-4000:]
+    finally:
+        if run.process.poll() is None:
+            run.kill()
+    print("remediate: %.1f s" % run.seconds)
+    assert "[WARNING]" not in run.output
+
+    node = cluster.core.read_node(faulty)
+    record = json.loads(node.metadata.annotations[RECORD])
+    # Returned: done, uncordoned, the taint off, its GPUs all allocatable.
+    assert node.metadata.labels[STATE] == "done"
+    assert not node.spec.unschedulable
+    assert TAINT not in [t.key for t in node.spec.taints or []]
+    assert gpus(cluster, faulty) == (2, 2)
+    assert record["gpu_uuids"] == [fault["uuid"]]
+    assert (record["pci_bus_ids"], record["xids"]) == ([fault["pci_bus_id"]], [48])
+    assert [(a["action"], a["result"]) for a in record["attempts"]] == [("reset", "succeeded")]
+    # One reset, on that GPU only; its fault cleared.
+    assert [(r["uuid"], r["result"]) for r in annotation(cluster, faulty, gpu_faults.RESETS_ANNOTATION)] == [
+        (fault["uuid"], "success")]
+    assert annotation(cluster, faulty, gpu_faults.FAULTS_ANNOTATION) == []
+    # The workload left through the Eviction API only (kwok removes an evicted pod once it terminated).
+    deleted, evicted = audit_events(cluster, workloads)
+    assert evicted == {workload.metadata.name: 1}
+    assert list(deleted) == [(workload.metadata.name, "kwok")], deleted
+    # The operands were stopped and came back: a new device plugin pod, and the deploy labels back to true.
+    plugin_after = [p.metadata.uid for p in cluster.core.list_namespaced_pod(namespace, label_selector=PLUGIN).items
+                    if p.spec.node_name == faulty]
+    assert plugin_after and set(plugin_after).isdisjoint(plugin_before)
+    assert "paused-for-gpu-reset" not in node.metadata.labels.values()
+    # The CUDA validation of this attempt passed on that node.
+    jobs = cluster.batch.list_namespaced_job(namespace, label_selector="accelerators.gpu/validation=gpu-remediation-cuda")
+    assert [(j.metadata.annotations["accelerators.gpu/node"], j.status.succeeded) for j in jobs.items] == [
+        (faulty, 1)]
+    # The report names the cluster, the node, the GPU, its PCI bus ID and the XID.
+    assert "cluster localhost, node %s: done; GPUs %s (PCI %s); XIDs 48." % (
+        faulty, fault["uuid"], fault["pci_bus_id"]) in " ".join(run.output.split()), run.output[-3000:]
+    # The other node is as it was.
+    assert node_view(cluster, other) == other_before
+    # The workload comes back on the returned node.
+    wait_for(lambda: [p for p in running(cluster, workloads) if p.spec.node_name == faulty], timeout=60,
+             message="the workload back on " + faulty)
+
+
+def test_xid_79_is_rebooted_to_a_new_boot_id_validated_and_returned(cluster, stack):
+    returned, node_name, _namespace, variables, workloads, _fault = stack
+    wait_for(lambda: [p for p in running(cluster, workloads) if p.spec.node_name == returned], timeout=60,
+             message="the workload on " + returned)
+    returned_before = node_view(cluster, returned)
+    gpu_faults.inject_xid(cluster.client, node_name, 0, 79)
+    wait_for(lambda: gpus(cluster, node_name) == (2, 1), message="GPU 0 of %s out of allocatable" % node_name)
+    boot = cluster.core.read_node(node_name).status.node_info.boot_id
+
+    run = playbook(cluster, "remediate", variables).succeeded()
+    print("remediate (reboot): %.1f s" % run.seconds)
+
+    node = cluster.core.read_node(node_name)
+    record = json.loads(node.metadata.annotations[RECORD])
+    assert node.metadata.labels[STATE] == "done" and not node.spec.unschedulable
+    assert TAINT not in [t.key for t in node.spec.taints or []]
+    assert gpus(cluster, node_name) == (2, 2)
+    assert [(a["action"], a["result"], a["boot_id"]) for a in record["attempts"]] == [("reboot", "succeeded", boot)]
+    # One reboot, to a new boot ID; no reset; the fault cleared by the boot.
+    assert node.status.node_info.boot_id != boot
+    assert [r["boot_id"] for r in annotation(cluster, node_name, gpu_faults.REBOOTS_ANNOTATION)] == [
+        node.status.node_info.boot_id]
+    assert annotation(cluster, node_name, gpu_faults.RESETS_ANNOTATION) == []
+    assert annotation(cluster, node_name, gpu_faults.FAULTS_ANNOTATION) == []
+    assert node_view(cluster, returned) == returned_before
+
+
+def test_a_permanent_fault_goes_for_rma_after_the_attempts_and_a_rerun_leaves_it_alone(cluster, stack):
+    node_name, _other, _namespace, variables, _workloads, _fault = stack
+    permanent = gpu_faults.inject_xid(cluster.client, node_name, 0, 48, permanent=True)
+    wait_for(lambda: gpus(cluster, node_name) == (2, 1), message="GPU 0 of %s out of allocatable" % node_name)
+    held = dict(variables, remediation_max_attempts=2)
+
+    run = playbook(cluster, "remediate", held)
+    name, result = run.failure()
+    assert name.endswith("Fail when a node of the wave failed or went for RMA")
+    words = " ".join(result["msg"].split())
+    assert "node %s is rma" % node_name in words and permanent["uuid"] in words and "XID 48" in words, words
+    # Faulty again after the reset of the first story: rebooted this time, and still faulty after it, the
+    # second attempt within the window: held for RMA, cordoned and tainted.
+    [shown] = [r["msg"] for n, r in run.results if n.endswith("Show the plan")]
+    assert "faulty again after the reset of" in " ".join(shown), shown
+    node = cluster.core.read_node(node_name)
+    record = json.loads(node.metadata.annotations[RECORD])
+    assert node.metadata.labels[STATE] == "rma" and node.spec.unschedulable
+    assert (TAINT, "rma", "NoSchedule") in [(t.key, t.value, t.effect) for t in node.spec.taints]
+    assert [(a["action"], a["result"]) for a in record["attempts"]] == [("reset", "succeeded"), ("reboot", "failed")]
+    assert "allocatable nvidia.com/gpu 1 of capacity 2" in record["attempts"][-1]["message"]
+    assert gpus(cluster, node_name) == (2, 1)
+
+    # A run after it reports the node and does nothing to it.
+    before = node_view(cluster, node_name)
+    again = playbook(cluster, "remediate", held).succeeded()
+    [shown] = [r["msg"] for n, r in again.results if n.endswith("Show the plan")]
+    assert [line for line in shown if "node %s: quarantined for RMA since" % node_name in line
+            and permanent["uuid"] in line], shown
+    assert node_view(cluster, node_name) == before
