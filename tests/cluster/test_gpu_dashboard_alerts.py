@@ -16,6 +16,7 @@ import tempfile
 
 import pytest
 import yaml
+from ansible_collections.accelerators.gpu.plugins.module_utils.remediation import state as remediation
 from kubernetes.client.rest import ApiException
 
 from gpu_fleet import COMMON_DEFAULTS
@@ -42,13 +43,21 @@ PROFILING_LIST_FIELDS = {"DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK", "DCGM_
 RUNTIME_CLASSES = ("nvidia", "nvidia-cdi", "nvidia-legacy")
 ALERTS = ["GPUOperatorNodeDeploymentDriverFailed", "GPUOperatorNodeDeploymentToolkitFailed",
           "GPUOperatorNodeDeploymentFailed", "GPUOperatorNodeDeploymentCudaFailed", "GPUXidError",
-          "GPUTemperatureHigh", "GPUNodeGPUsUnavailable", "GPUNodeMetricsMissing"]
+          "GPUTemperatureHigh", "GPUNodeGPUsUnavailable", "GPUNodeMetricsMissing", "GPUNodeQuarantinedForRMA",
+          "GPURemediationFailed"]
 # What the dashboard must show (the metrics of the DCGM exporter's default list it draws on).
 DASHBOARD_METRICS = {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_GPU_TEMP",
                      "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_XID_ERRORS"}
 # Every series the expressions may read: the DCGM exporter's (its metrics list) and kube-state-metrics'.
-KNOWN_METRICS = PROFILING_LIST_FIELDS | {"kube_pod_info", "kube_pod_status_ready", "kube_pod_status_phase",
-                                         "kube_node_status_capacity", "kube_node_status_allocatable"}
+NODE_SERIES = {"kube_node_status_capacity", "kube_node_status_allocatable", "kube_node_labels", "kube_node_spec_taint"}
+KNOWN_METRICS = PROFILING_LIST_FIELDS | NODE_SERIES | {"kube_pod_info", "kube_pod_status_ready",
+                                                       "kube_pod_status_phase"}
+# The remediation's state label as kube-state-metrics' kube_node_labels names it (every character not a letter, digit
+# or _ made _), and its quarantine taint for RMA as kube_node_spec_taint has it.
+STATE_SERIES_LABEL = "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", remediation.STATE_LABEL)
+RMA_TAINT = 'kube_node_spec_taint{key="%s", value="%s"}' % (remediation.TAINT_KEY,
+                                                             remediation.quarantine_taint("rma")["value"])
+RUNBOOK = os.path.join(ROOT, "docs", "docsite", "rst", "failing-gpus.rst")
 METRIC = re.compile(r"\b(DCGM_FI_[A-Z0-9_]+|kube_[a-z_]+)\b")
 PAIRS = {")": "(", "}": "{", "]": "["}
 
@@ -145,11 +154,30 @@ def check_rule(rule, namespace):
         assert re.match(r"^\d+[smh]$", entry["for"]), (name, entry["for"])
         assert entry["annotations"]["summary"] and entry["annotations"]["description"], name
         assert "{{ $labels." in entry["annotations"]["description"], name
-    # Each alert reads this stack's exporter and operands, not another namespace's.
+    # Each alert reads this stack's exporter and operands, not another namespace's; nodes have no namespace.
     for name in ALERTS:
-        if "nvidia_com_gpu" not in rules[name]["expr"] or "DCGM" in rules[name]["expr"]:
+        if set(METRIC.findall(rules[name]["expr"])) - NODE_SERIES:
             assert 'namespace="%s"' % namespace in rules[name]["expr"], name
+    check_remediation_rules(rules)
     return rules
+
+
+def check_remediation_rules(rules):
+    """The alerts on the nodes the remediation holds: read from the state label remediation/state.py writes (and
+    the taint for RMA), one alert per node, each naming the node's label and record and a section of the runbook."""
+    rma, failed = rules["GPUNodeQuarantinedForRMA"], rules["GPURemediationFailed"]
+    assert '%s{%s="%s"}' % ("kube_node_labels", STATE_SERIES_LABEL, remediation.RMA) in rma["expr"]
+    assert RMA_TAINT in rma["expr"]
+    assert '%s{%s="%s"}' % ("kube_node_labels", STATE_SERIES_LABEL, remediation.FAILED) in failed["expr"]
+    with open(RUNBOOK) as handle:
+        headings = set(re.findall(r"^(.+)\n-+\n", handle.read(), re.MULTILINE))
+    for entry in (rma, failed):
+        assert entry["expr"].count("max by (node) (") == entry["expr"].count("kube_node_"), entry["expr"]
+        description = entry["annotations"]["description"]
+        assert "{{ $labels.node }}" in description
+        assert remediation.STATE_LABEL in description and remediation.RECORD_ANNOTATION in description
+        document, section = entry["annotations"]["runbook"].rsplit(": ", 1)
+        assert document.endswith("(docs/docsite/rst/failing-gpus.rst)") and section in headings, entry["annotations"]
 
 
 def check_recording_rules(rule, namespace):
@@ -202,10 +230,30 @@ def check_dashboard(config_map):
     for expr in expressions:
         assert promql_problems(expr) == [], expr
     assert DASHBOARD_METRICS <= set(METRIC.findall(" ".join(expressions)))
+    check_node_health_panels(dashboard["panels"])
     # Panel ids are unique and every panel sits on the 24-column grid.
     assert len({panel["id"] for panel in dashboard["panels"]}) == len(dashboard["panels"])
     assert all(panel["gridPos"]["x"] + panel["gridPos"]["w"] <= 24 for panel in dashboard["panels"])
     return dashboard
+
+
+def check_node_health_panels(panels):
+    """The row Node health: GPUs unavailable per node, nodes quarantined, for RMA, failed and in each state, the last
+    XID per GPU, from the same series as the alerts."""
+    rows = sorted((panel["gridPos"]["y"], panel["title"]) for panel in panels if panel["type"] == "row")
+    [start] = [y for y, title in rows if title == "Node health"]
+    end = min([y for y, _title in rows if y > start] or [float("inf")])
+    health = [panel for panel in panels if panel["type"] != "row" and start < panel["gridPos"]["y"] < end]
+    expressions = " ".join(target["expr"] for panel in health for target in panel["targets"])
+    assert NODE_SERIES | {"DCGM_FI_DEV_XID_ERRORS"} <= set(METRIC.findall(expressions))
+    for value in (remediation.RMA, remediation.FAILED):
+        assert '%s{%s="%s"}' % ("kube_node_labels", STATE_SERIES_LABEL, value) in expressions
+    assert RMA_TAINT in expressions
+    assert 'kube_node_spec_taint{key="%s"}' % remediation.TAINT_KEY in expressions
+    # Counts read 0, not "no data", when no node is held.
+    counts = [target["expr"] for panel in health if panel["type"] == "singlestat" for target in panel["targets"]
+              if "kube_node_status" not in target["expr"]]
+    assert counts and all(expr.endswith(" or vector(0)") for expr in counts), counts
 
 
 def test_rendered_rule_and_dashboard_are_sound_with_defaults_and_overrides():
@@ -218,12 +266,15 @@ def test_rendered_rule_and_dashboard_are_sound_with_defaults_and_overrides():
     assert rules["GPUTemperatureHigh"]["expr"].strip().endswith("> 85")
     assert rules["GPUNodeGPUsUnavailable"]["labels"]["severity"] == "critical"
     assert rules["GPUOperatorNodeDeploymentDriverFailed"]["for"] == "30m"
+    assert (rules["GPUNodeQuarantinedForRMA"]["labels"]["severity"], rules["GPURemediationFailed"]["for"]) == (
+        "warning", "5m")
 
     rule = render({"common_namespace": "gpu-stack", "dcgm_exporter_alerts_temperature_threshold": 78,
-                   "dcgm_exporter_alerts_severity": {"GPUXidError": "critical"},
+                   "dcgm_exporter_alerts_severity": {"GPUXidError": "critical", "GPURemediationFailed": "critical"},
                    "dcgm_exporter_alerts_for": {"GPUTemperatureHigh": "10m"}})[0]
     rules = check_rule(rule, "gpu-stack")
     assert rules["GPUXidError"]["labels"]["severity"] == "critical"
+    assert rules["GPURemediationFailed"]["labels"]["severity"] == "critical"
     assert rules["GPUTemperatureHigh"]["for"] == "10m"
     assert rules["GPUTemperatureHigh"]["expr"].strip().endswith("> 78")
     assert "above 78 °C" in rules["GPUTemperatureHigh"]["annotations"]["description"]
