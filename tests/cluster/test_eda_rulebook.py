@@ -4,9 +4,10 @@ DCGM exporter, the XIDs read from the simulator's Prometheus. An XID on one node
 second XID on that node inside the throttle window is an event but no second run; a fault on the other node starts its
 own run.
 
-The rule's playbook is the rulebook's gpu_eda_playbook: here eda_record_run.yml, which records the node it was asked
-for (the remediate playbook is not in the collection yet). The test watches the events ansible-rulebook prints
-(--print-events) and the runs' records; it never sleeps for them.
+The throttle test's playbook is the rulebook's gpu_eda_playbook: eda_record_run.yml, which records the node it was
+asked for, so that runs can be counted. Another test runs the rule with its own playbook, accelerators.gpu.remediate,
+against the deployed stack: an XID 48 is taken to done by the rulebook alone. The tests watch the events
+ansible-rulebook prints (--print-events), the runs' records and the nodes; they never sleep for them.
 """
 
 import ast
@@ -24,6 +25,8 @@ import yaml
 import gpu_fleet
 from conftest import wait_for
 from localcluster import gpu_faults
+from test_deploy import fleet_variables, gpu_fleet as stack_fleet, playbook
+from test_remediate import RECORD, STATE, annotation
 from test_sim_gpu_faults import gpu_stack, gpus, set_deploy_labels, xid_errors
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -43,13 +46,15 @@ def eda_venv():
 class Rulebook:
     """An ansible-rulebook process running the collection's rulebook, its output in a file."""
 
-    def __init__(self, eda_venv, cluster, workdir, variables):
+    def __init__(self, eda_venv, cluster, workdir, variables, host_variables=None):
+        """variables: the rulebook's (--vars); host_variables: the inventory's localhost, the playbook's cluster."""
         self.output_path = os.path.join(workdir, "ansible-rulebook.log")
         self.runs_dir = os.path.join(workdir, "runs")
         os.makedirs(self.runs_dir)
         with open(os.path.join(workdir, "inventory.yml"), "w") as inventory:
             yaml.safe_dump({"all": {"hosts": {"localhost": {"ansible_connection": "local",
-                                                            "ansible_python_interpreter": sys.executable}}}}, inventory)
+                                                            "ansible_python_interpreter": sys.executable,
+                                                            **(host_variables or {})}}}}, inventory)
         with open(os.path.join(workdir, "vars.yml"), "w") as handle:
             yaml.safe_dump(variables, handle)
         env = dict(cluster.env, JAVA_HOME=os.path.join(eda_venv, "java-home"), EDA_RUNS_DIR=self.runs_dir,
@@ -160,3 +165,67 @@ def test_an_xid_starts_the_remediation_of_its_node_once_within_the_throttle_wind
     finally:
         rulebook.stop()
     print(rulebook.text()[-3000:])
+
+
+def test_an_xid_48_event_runs_the_remediate_playbook_which_returns_the_node(cluster, make_fleet, eda_venv, tmp_path):
+    """The rule's own playbook, accelerators.gpu.remediate, on two GPU nodes of a deployed stack: one faulty node of
+    two is 50 %, not more than the default remediation_max_faulty_percent. The playbook's variables (the stack's
+    namespace, the nodes, Prometheus) are the inventory's for its cluster, localhost, as a site's inventory holds
+    them: the rule passes only gpu_clusters and remediation_nodes."""
+    spec = stack_fleet({"name": "gpu", "count": 2, "gpu": GPU, "os": {"rhcos": gpu_fleet.RHCOS_416}})
+    faulty, other = sorted(make_fleet(spec).node_names)
+    namespace = "t-eda-remediate-" + os.urandom(2).hex()
+    variables = dict(fleet_variables(namespace, spec, container_toolkit_validate=False,
+                                     device_plugin_validate_workload=False), common_wait_timeout=120)
+    try:
+        playbook(cluster, "deploy", variables).succeeded()
+        rulebook = Rulebook(eda_venv, cluster, str(tmp_path), {
+            "gpu_eda_cluster": "localhost", "gpu_eda_kubeconfig": cluster.kubeconfig, "gpu_eda_interval": 1,
+            "gpu_eda_namespace": namespace, "gpu_eda_label_selector": gpu_fleet.selector(spec),
+            "gpu_eda_prometheus_url": gpu_faults.prometheus_url(cluster)},
+            dict(variables, remediation_label_selector=gpu_fleet.selector(spec), remediation_poll_interval=0.5,
+                 remediation_prometheus_url=gpu_faults.prometheus_url(cluster)))
+        try:
+            wait_for(lambda: rulebook.running() and "Waiting for events" in rulebook.text(), timeout=120,
+                     message="ansible-rulebook waiting for events")
+            injected = time.monotonic()
+            fault = gpu_faults.inject_xid(cluster.client, faulty, 1, 48)
+            first_state = wait_for(lambda: rulebook.running() and remediation_state(cluster, faulty), timeout=120,
+                                   message="a remediation state on " + faulty)
+            to_first_state = time.monotonic() - injected
+            # Done, or held (rma, failed): a run that went wrong ends the wait as soon as it does.
+            ended = wait_for(lambda: rulebook.running() and remediation_ended(cluster, faulty), timeout=600,
+                             interval=0.5, message="the remediation of %s ended" % faulty)
+            to_done = time.monotonic() - injected
+        finally:
+            rulebook.stop()
+        print("\nXID 48 to the first remediation state of its node (%s) %.1f s, to %s %.1f s" % (
+            first_state, to_first_state, ended, to_done))
+        assert ended == "done", (cluster.core.read_node(faulty).metadata.annotations.get(RECORD),
+                                 rulebook.text()[-3000:])
+        assert gpus(cluster, faulty) == (2, 2)
+        assert [(r["uuid"], r["result"]) for r in annotation(cluster, faulty, gpu_faults.RESETS_ANNOTATION)] == [
+            (fault["uuid"], "success")]
+        assert annotation(cluster, other, gpu_faults.RESETS_ANNOTATION) == []
+        assert remediation_state(cluster, other) is None
+        node = cluster.core.read_node(faulty)
+        assert not node.spec.unschedulable
+        assert [(a["action"], a["result"]) for a in json.loads(node.metadata.annotations[RECORD])["attempts"]] == [
+            ("reset", "succeeded")]
+        # One run of the real playbook, for that node: its plan and its report name it alone.
+        output = " ".join(rulebook.text().split())
+        assert output.count("PLAY [Remediate failing GPUs]") == 1, rulebook.text()[-3000:]
+        assert "[WARNING]" not in output, rulebook.text()
+        assert "cluster localhost, node %s: done; GPUs %s" % (faulty, fault["uuid"]) in output, rulebook.text()[-3000:]
+    finally:
+        cluster.core.delete_namespace(namespace)
+
+
+def remediation_state(cluster, node):
+    return (cluster.core.read_node(node).metadata.labels or {}).get(STATE)
+
+
+def remediation_ended(cluster, node):
+    """The node's state once its remediation ended: done, or held (rma, failed)."""
+    state = remediation_state(cluster, node)
+    return state if state in ("done", "rma", "failed") else None
