@@ -23,6 +23,23 @@ from test_driver_rollout import DRIVER_SELECTOR, STATE, audit_events
 OLD_MAIN = "28f346f96db7633114fd00188630b4d526be0a63"
 NEW_ENV = ("DRIVER_CONFIG_DIGEST", "KERNEL_MODULE_TYPE")
 DRIVER_TASK = "Driver DaemonSets, then wait for the driver on every GPU node"
+# The operands whose templates this release changed (changelog fragments 43-current-defaults, 44-remediation-alerts):
+# their tasks report a change although every image is pinned.
+OPERAND_TEMPLATE_TASKS = [
+    # the entrypoint under /bin/sh, as v26.7.0's
+    "Container toolkit service account, RuntimeClass and DaemonSet, the validator DaemonSet, then wait for the toolkit "
+    "on every node",
+    # GDS_ENABLED, MOFED_ENABLED and GDRCOPY_ENABLED from lsmod when unset, as v26.7.0's entrypoint
+    "Device plugin service account, DaemonSet and configuration, the MPS control daemon, then wait until each node "
+    "advertises its GPUs",
+    # POD_NAME, which GFD uses to own its NodeFeature
+    "GPU feature discovery service account, RBAC and DaemonSet, then wait until every node carries its labels",
+    # /var/run/cdi mounted, for CDI
+    "MIG manager service account, RBAC, layouts and DaemonSet on the MIG-capable nodes, then wait until it is ready",
+    # no service account token unless the exporter reads the API; the remediation alerts and the Node health row
+    "DCGM exporter service account, DaemonSet, Service, monitoring RBAC, ServiceMonitor, rules and dashboard, then wait "
+    "until each node serves metrics",
+]
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +56,8 @@ def old_collection(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def deployed(cluster, old_collection):
-    """(node, namespace, variables): the stack deployed by the old collection, with its driver images pinned."""
+    """(node, namespace, variables): the stack deployed by the old collection, with its images pinned (every
+    common_*_image of its defaults, its driver version, and CDI as it was), as the docs tell an inventory to pin them."""
     from localcluster import fleet as fleets
     collections, old_defaults = old_collection
     spec = gpu_fleet({"name": "gpu", "gpu": {"product": "NVIDIA-A100-SXM4-80GB", "count": 2},
@@ -48,8 +66,9 @@ def deployed(cluster, old_collection):
     namespace = "t-colup-" + os.urandom(2).hex()
     variables = dict(fleet_variables(namespace, spec, driver_wait_timeout=300, driver_upgrade_poll=1,
                                      container_toolkit_validate=False, device_plugin_validate_workload=False,
-                                     **{name: old_defaults[name] for name in (
-                                         "common_driver_version", "common_driver_manager_image")}),
+                                     **{name: value for name, value in old_defaults.items() if name in (
+                                         "common_driver_version", "common_driver_branch", "common_cdi_enabled")
+                                        or name.endswith("_image") and name.startswith("common_")}),
                      common_wait_timeout=120)
     playbook(cluster, "deploy", variables, collections=collections).succeeded()
     yield sorted(made.node_names)[0], namespace, variables
@@ -97,8 +116,9 @@ def test_the_plan_after_the_upgrade_updates_the_driver_daemonset_and_rolls_out_n
     result = task_result(checked, DRIVER_TASK)
     names = sorted(driver_daemonsets(cluster, namespace))
     assert (result["updated"], result["created"], result["outdated"]) == (names, [], {})
-    # What the new defaults change, and only that: the driver DaemonSet's template.
-    assert changed_tasks(checked) == [DRIVER_TASK]
+    # What the new version changes with its images pinned, and only that: the driver DaemonSet's template, and the
+    # operands whose templates follow v26.7.0's assets (their DaemonSets roll by their own rolling update).
+    assert changed_tasks(checked) == [DRIVER_TASK] + OPERAND_TEMPLATE_TASKS
     assert driver_pods(cluster, namespace) == before
 
 
@@ -109,7 +129,7 @@ def test_a_reconcile_after_the_upgrade_restarts_no_driver_pod(cluster, deployed)
     pod_names = set(pod.metadata.name for pod in
                     cluster.core.list_namespaced_pod(namespace, label_selector=DRIVER_SELECTOR).items)
     run = playbook(cluster, "reconcile", variables).succeeded()
-    assert changed_tasks(run) == [DRIVER_TASK]
+    assert changed_tasks(run) == [DRIVER_TASK] + OPERAND_TEMPLATE_TASKS
     result = task_result(run, DRIVER_TASK)
     assert (result["updated"], result["status"]["outdated_nodes"]) == (names, [])
     # The DaemonSet has the new template: a pod created from now on runs it.
