@@ -724,7 +724,7 @@ class Simulator:
                     state, (reason, message) = "waiting", problem
             exit_code = 1
             if state in ("ready", "succeeded") and gpu_faults.is_maintenance(pod):
-                state, reason, message, exit_code = self.maintain(pod, node, ready, pods)
+                state, reason, message, exit_code = self.maintain(pod, node, ready)
             failing = {}
             if state == "ready" and component(pod) == DRIVER:
                 if uid not in self.drivers_loaded and not reuse:
@@ -761,7 +761,7 @@ class Simulator:
         self.reconcile_resource_slice(node, ready, pods)
         self.publish_validation_files(node, files)
 
-    def maintain(self, pod, node, ready, pods):
+    def maintain(self, pod, node, ready):
         """A pod resetting GPUs with nvidia-smi or rebooting the node (gpu_faults.Maintenance), run once: its
         (state, reason, message, exit code). Its effects on the node are written at once: faults cleared, resets
         recorded, a reboot requested."""
@@ -769,7 +769,11 @@ class Simulator:
         if uid in self.maintained:
             return self.maintained[uid]
         node_name, hw = node["metadata"]["name"], hardware(node)
-        holders = ["%s/%s" % (p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods
+        # The node's pods as the API server has them now: the informer may still hold operand pods that the
+        # remediation saw go before it created this one (nvidia-smi sees the processes of now).
+        current = [self.core.api_client.sanitize_for_serialization(p) for p in self.core.list_pod_for_all_namespaces(
+            field_selector="spec.nodeName=" + node_name).items]
+        holders = ["%s/%s" % (p["metadata"]["namespace"], p["metadata"]["name"]) for p in current
                    if p["metadata"]["uid"] != uid and (self.holds_gpus(p) or (
                        component(p) in GPU_OPENERS and self.written.get(p["metadata"]["uid"], [""])[0] == "ready"))]
         now = time.time()
