@@ -55,8 +55,8 @@ KNOWN_METRICS = PROFILING_LIST_FIELDS | NODE_SERIES | {"kube_pod_info", "kube_po
 # The remediation's state label as kube-state-metrics' kube_node_labels names it (every character not a letter, digit
 # or _ made _), and its quarantine taint for RMA as kube_node_spec_taint has it.
 STATE_SERIES_LABEL = "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", remediation.STATE_LABEL)
-RMA_TAINT = 'kube_node_spec_taint{key="%s", value="%s"}' % (remediation.TAINT_KEY,
-                                                             remediation.quarantine_taint("rma")["value"])
+RMA_TAINT = 'kube_node_spec_taint{key="%s", value="%s"}' % (
+    remediation.TAINT_KEY, remediation.quarantine_taint("rma")["value"])
 RUNBOOK = os.path.join(ROOT, "docs", "docsite", "rst", "failing-gpus.rst")
 METRIC = re.compile(r"\b(DCGM_FI_[A-Z0-9_]+|kube_[a-z_]+)\b")
 PAIRS = {")": "(", "}": "{", "]": "["}
