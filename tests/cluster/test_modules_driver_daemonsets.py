@@ -66,7 +66,9 @@ def test_two_rhcos_versions_get_two_daemonsets_check_mode_and_second_run_write_n
     assert daemonset_versions(cluster, namespace) == {}
 
     applied = run(cluster, MODULE, args)
-    assert (applied["changed"], applied["created"], writes(applied)) == (True, [DS_416, DS_96], {"PATCH": 2})
+    # The three GPU nodes' owner label (the default driver configuration's), then the two DaemonSets.
+    assert (applied["changed"], applied["created"], writes(applied)) == (True, [DS_416, DS_96], {"PATCH": 5})
+    assert applied["owner_labelled"] == sorted([old0, old1, new])
     assert applied["assignments"][old0] == {
         "daemonset": DS_416, "build": "dtk", "image": "example.test/nvidia/driver:550.90.07-rhcos4.16",
         "dtk_image": dtk_image(RHCOS_416)}
@@ -75,7 +77,8 @@ def test_two_rhcos_versions_get_two_daemonsets_check_mode_and_second_run_write_n
     ds = cluster.apps.read_namespaced_daemon_set(DS_416, namespace)
     assert ds.spec.update_strategy.type == "OnDelete"
     assert ds.spec.template.spec.node_selector == {OSTREE: RHCOS_416, "nvidia.com/gpu.deploy.driver": "true",
-                                                   FLEET_LABEL: spec["name"]}
+                                                   FLEET_LABEL: spec["name"],
+                                                   "nvidia.com/gpu-operator.driver.owner": "default"}
     assert [c.name for c in ds.spec.template.spec.containers] == ["nvidia-driver-ctr", "openshift-driver-toolkit-ctr"]
 
     wait_for(lambda: settled(cluster, namespace), timeout=60, message="DaemonSet status settled")
@@ -171,7 +174,9 @@ def test_missing_dtk_tag_blocks_its_version_and_leaves_the_rest_untouched(cluste
     assert daemonset_versions(cluster, namespace) == before
 
     tolerated = run(cluster, MODULE, dict(args, allow_blocked=True))
-    assert (tolerated.get("failed"), tolerated["changed"], tolerated["unchanged"]) == (None, False, [DS_416])
+    # The blocked node gets its owner label (the default configuration's), as every GPU node; no DaemonSet changes.
+    assert (tolerated.get("failed"), tolerated["changed"], tolerated["unchanged"]) == (None, True, [DS_416])
+    assert tolerated["owner_labelled"] == [new]
     assert tolerated["blocked"][0]["nodes"] == [new]
     assert tolerated["assignments"][new]["build"] == "blocked"
     assert any(w.startswith("driver for %s blocked, node(s) %s:" % (RHCOS_96, new)) for w in tolerated["warnings"])
