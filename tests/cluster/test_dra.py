@@ -18,7 +18,7 @@ import kubernetes
 import pytest
 
 from conftest import create_namespace, wait_for
-from gpu_fleet import FLEET_LABEL, RHCOS_416, selector
+from gpu_fleet import COMMON_DEFAULTS, FLEET_LABEL, RHCOS_416, selector
 from localcluster import api
 from localcluster import fleet as fleets
 from sampler import Sampler, at_one_revision
@@ -44,7 +44,7 @@ COMPUTE_DOMAINS = "/apis/resource.nvidia.com/v1beta1/namespaces/%s/computedomain
 # What the uninstall playbook removes cluster-wide (uninstall_managed).
 MANAGED = "app.kubernetes.io/managed-by=accelerators.gpu"
 # A driver newer than the default (common_driver_version), which the story's rollout takes every node to.
-NEW_DRIVER = "580.95.05"
+NEW_DRIVER = "610.57.04"
 
 
 def dra_fleet():
@@ -180,7 +180,8 @@ def test_a_mixed_fleet_deploys_in_one_run_each_node_with_its_plugin(cluster, sto
     assert (attributes["type"], attributes["productName"], attributes["architecture"],
             attributes["cudaComputeCapability"], attributes["driverVersion"]) == (
         {"string": "gpu"}, {"string": "NVIDIA L4"}, {"string": "Ada Lovelace"}, {"version": "8.9.0"},
-        {"version": "570.172.8"})
+        # The default driver's version as the DRA driver publishes it: semantic, no leading zeros (595.91.07 -> 595.91.7).
+        {"version": ".".join(str(int(part)) for part in COMMON_DEFAULTS["common_driver_version"].split("."))})
     assert l4_slice["spec"]["devices"][0]["capacity"] == {"memory": {"value": "23034Mi"}}
     # The CUDA check of each DRA node got its GPU from a claim the scheduler allocated there (the simulated plugin
     # prepared and unprepared it: the Job's pod is gone with no claim left prepared).
