@@ -1,7 +1,9 @@
 """The remediate playbook against the local control plane and the simulator's failing GPUs (gpu_faults.py): XID 48
 on one GPU of a node running a GPU workload under a PodDisruptionBudget is taken through quarantine, drain (the
 budget holding the eviction until it allows it), reset, validation and back, the other node untouched; XID 79 on
-the other node through a reboot (a new boot ID); --check prints the plan and writes nothing."""
+the other node through a reboot (a new boot ID); a permanent fault held for RMA; --check prints the plan and writes
+nothing. Then the policies, on the three nodes as the stories leave them (the first held for RMA): application XIDs
+reported only, the circuit breaker, and nodes opted out or managed by NVSentinel reported only."""
 
 import json
 import os
@@ -11,7 +13,7 @@ import pytest
 
 from conftest import wait_for
 from gpu_fleet import RHCOS_416, selector
-from localcluster import api, gpu_faults
+from localcluster import api, gpu_faults, kernel, mco, stages
 from test_deploy import fleet_variables, gpu_fleet, playbook
 from test_driver_rollout import audit_events
 from test_rhcos_upgrade_playbook import UpgradeRun
@@ -25,13 +27,14 @@ PLUGIN = "app.kubernetes.io/component=nvidia-device-plugin"
 
 @pytest.fixture(scope="module")
 def stack(cluster):
-    """(faulty node, other node, namespace, variables, workloads namespace, fault): two GPU nodes with the stack
-    deployed, a GPU workload under a PodDisruptionBudget on the first, and XID 48 on its GPU 1."""
+    """(faulty node, other node, namespace, variables, workloads namespace, fault): three GPU nodes with the stack
+    deployed (the third, spare(), for the policies), a GPU workload under a PodDisruptionBudget on the first, and
+    XID 48 on its GPU 1."""
     from localcluster import fleet as fleets
     gpu = {"gpu": {"product": "NVIDIA-A100-SXM4-80GB", "count": 2}}
-    spec = gpu_fleet(dict(gpu, name="gpu", count=2, os={"rhcos": RHCOS_416}))
+    spec = gpu_fleet(dict(gpu, name="gpu", count=3, os={"rhcos": RHCOS_416}))
     made = fleets.Fleet(cluster.client, spec, prefix="rem-%s-" % os.urandom(2).hex()).apply().wait_ready()
-    faulty, other = sorted(made.node_names)
+    faulty, other, _spare = sorted(made.node_names)
     namespace = "t-remediate-" + os.urandom(2).hex()
     variables = dict(fleet_variables(namespace, spec, container_toolkit_validate=False,
                                      device_plugin_validate_workload=False), common_wait_timeout=120)
@@ -76,12 +79,31 @@ def gpus(cluster, node):
 
 
 def node_view(cluster, name):
-    """What must not change on a node left alone: labels, annotations, taints, schedulability, its pods."""
+    """What must not change on a node left alone: labels, annotations, taints, schedulability, its pods (uid ->
+    namespace)."""
     node = cluster.core.read_node(name)
-    pods = sorted(p.metadata.uid for p in cluster.core.list_pod_for_all_namespaces(
-        field_selector="spec.nodeName=" + name).items)
+    pods = {p.metadata.uid: p.metadata.namespace for p in cluster.core.list_pod_for_all_namespaces(
+        field_selector="spec.nodeName=" + name).items}
     taints = sorted((t.key, t.value, t.effect) for t in node.spec.taints or [])
     return node.metadata.labels, node.metadata.annotations, taints, bool(node.spec.unschedulable), pods
+
+
+def assert_left_alone(cluster, name, before, namespaces):
+    """The node as it was: labels, annotations, taints and schedulability equal, every pod it had still there. A
+    pod may arrive: the scheduler places other tests' pods, and pods a drain of another node evicted, on any node
+    of the shared cluster; none of the remediation's own (namespaces) may."""
+    *node, pods = node_view(cluster, name)
+    *node_before, pods_before = before
+    assert node == node_before
+    assert set(pods_before) <= set(pods), "pods gone from %s: %s" % (name, sorted(set(pods_before) - set(pods)))
+    assert not [uid for uid, namespace in pods.items() if uid not in pods_before and namespace in namespaces]
+
+
+def settled(cluster, name):
+    """The simulator done with the node's reboot: up again, and nfd-worker's pass after the boot made."""
+    annotations = cluster.core.read_node(name).metadata.annotations or {}
+    return not {mco.NFD_RELABEL_ANNOTATION, kernel.REBOOT_REQUEST_ANNOTATION, stages.REBOOTING_ANNOTATION} & set(
+        annotations)
 
 
 def refused_evictions(cluster, namespace):
@@ -165,14 +187,14 @@ def test_xid_48_is_quarantined_drained_reset_validated_and_returned_the_other_no
     assert "cluster localhost, node %s: done; GPUs %s (PCI %s); XIDs 48." % (
         faulty, fault["uuid"], fault["pci_bus_id"]) in " ".join(run.output.split()), run.output[-3000:]
     # The other node is as it was.
-    assert node_view(cluster, other) == other_before
+    assert_left_alone(cluster, other, other_before, (namespace, workloads))
     # The workload comes back on the returned node.
     wait_for(lambda: [p for p in running(cluster, workloads) if p.spec.node_name == faulty], timeout=60,
              message="the workload back on " + faulty)
 
 
 def test_xid_79_is_rebooted_to_a_new_boot_id_validated_and_returned(cluster, stack):
-    returned, node_name, _namespace, variables, workloads, _fault = stack
+    returned, node_name, namespace, variables, workloads, _fault = stack
     wait_for(lambda: [p for p in running(cluster, workloads) if p.spec.node_name == returned], timeout=60,
              message="the workload on " + returned)
     returned_before = node_view(cluster, returned)
@@ -195,7 +217,7 @@ def test_xid_79_is_rebooted_to_a_new_boot_id_validated_and_returned(cluster, sta
         node.status.node_info.boot_id]
     assert annotation(cluster, node_name, gpu_faults.RESETS_ANNOTATION) == []
     assert annotation(cluster, node_name, gpu_faults.FAULTS_ANNOTATION) == []
-    assert node_view(cluster, returned) == returned_before
+    assert_left_alone(cluster, returned, returned_before, (namespace, workloads))
 
 
 def test_a_permanent_fault_goes_for_rma_after_the_attempts_and_a_rerun_leaves_it_alone(cluster, stack):
@@ -222,9 +244,91 @@ def test_a_permanent_fault_goes_for_rma_after_the_attempts_and_a_rerun_leaves_it
     assert gpus(cluster, node_name) == (2, 1)
 
     # A run after it reports the node and does nothing to it.
+    wait_for(lambda: settled(cluster, node_name), message="nfd-worker's pass after the reboot of " + node_name)
     before = node_view(cluster, node_name)
     again = playbook(cluster, "remediate", held).succeeded()
     [shown] = [r["msg"] for n, r in again.results if n.endswith("Show the plan")]
     assert [line for line in shown if "node %s: quarantined for RMA since" % node_name in line
             and permanent["uuid"] in line], shown
     assert node_view(cluster, node_name) == before
+
+
+def spare(cluster, variables):
+    """The third node of the stack: no story touched it."""
+    return sorted(n.metadata.name for n in cluster.core.list_node(
+        label_selector=variables["remediation_label_selector"]).items)[2]
+
+
+def plan_shown(run):
+    [shown] = [result["msg"] for name, result in run.results if name.endswith("Show the plan")]
+    return [" ".join(line.split()) for line in shown]
+
+
+def test_application_xids_13_31_43_are_reported_and_nothing_is_touched(cluster, stack):
+    held, other, namespace, variables, workloads, _fault = stack
+    node_name = spare(cluster, variables)
+    # One XID per GPU: the exporter's DCGM_FI_DEV_XID_ERRORS holds a GPU's last XID only.
+    injected = {node_name: ((0, 13), (1, 31)), other: ((0, 43),)}
+    for name, faults in injected.items():
+        for gpu, xid in faults:
+            gpu_faults.inject_xid(cluster.client, name, gpu, xid)
+    before = {name: node_view(cluster, name) for name in (node_name, other)}
+    objects = api.object_names(cluster.client)
+
+    run = playbook(cluster, "remediate", variables).succeeded()
+
+    shown = plan_shown(run)
+    for name, faults in injected.items():
+        [line] = [line for line in shown if "node %s:" % name in line]
+        assert "application XIDs only, reported" in line and "nothing done" in line, shown
+        assert all("XID %d" % xid in line for _gpu, xid in faults), line
+        # The device plugin keeps such a GPU Healthy: every GPU stays allocatable.
+        assert gpus(cluster, name) == (2, 2)
+    for name, view in before.items():
+        assert_left_alone(cluster, name, view, (namespace, workloads))
+    assert api.object_names(cluster.client) == objects
+    assert not [name for name, result in run.results if name.endswith("Quarantine the wave's nodes (cordon and taint)")
+                and not result.get("skipped")]
+
+
+def test_faults_on_more_than_the_percent_of_nodes_trip_the_breaker_and_nothing_is_cordoned(cluster, stack):
+    held, other, namespace, variables, workloads, _fault = stack
+    node_name = spare(cluster, variables)
+    for name in (other, node_name):
+        gpu_faults.inject_xid(cluster.client, name, 0, 48)
+        wait_for(lambda: gpus(cluster, name) == (2, 1), message="GPU 0 of %s out of allocatable" % name)
+    before = {name: node_view(cluster, name) for name in (held, other, node_name)}
+    objects = api.object_names(cluster.client)
+
+    # Two of the three GPU nodes faulty (the one held for RMA counts no more), more than 50 %.
+    name, result = playbook(cluster, "remediate", variables).failure()
+
+    assert name.endswith("Stop when too many GPU nodes are faulty at once"), (name, result)
+    words = " ".join(result["msg"].split())
+    assert "2 of 3 GPU nodes (66 %) have GPU faults at once, more than max_faulty_percent 50 %" in words, words
+    assert "no node is remediated" in words and "XID 48 on 2 of them (%s, %s)" % (other, node_name) in words, words
+    for name, view in before.items():
+        assert node_view(cluster, name) == view
+    assert api.object_names(cluster.client) == objects
+
+
+def test_a_node_opted_out_and_one_nvsentinel_manages_are_reported_only(cluster, stack):
+    held, other, namespace, variables, workloads, _fault = stack
+    node_name = spare(cluster, variables)
+    assert gpus(cluster, other) == gpus(cluster, node_name) == (2, 1)  # XID 48 on each, from the breaker's test
+    cluster.core.patch_node(other, {"metadata": {"labels": {"accelerators.gpu/gpu-remediation.skip": "true"}}})
+    cluster.core.patch_node(node_name, {"metadata": {"labels": {"dgxc.nvidia.com/nvsentinel-state": "quarantined"}}})
+    before = {name: node_view(cluster, name) for name in (other, node_name)}
+    objects = api.object_names(cluster.client)
+
+    # The breaker out of the way: both nodes are faulty still.
+    run = playbook(cluster, "remediate", dict(variables, remediation_max_faulty_percent=100)).succeeded()
+
+    shown = plan_shown(run)
+    [opted] = [line for line in shown if "node %s:" % other in line]
+    [managed] = [line for line in shown if "node %s:" % node_name in line]
+    assert "opted out (label accelerators.gpu/gpu-remediation.skip=true)" in opted and "XID 48" in opted, shown
+    assert "managed by NVIDIA NVSentinel" in managed and "XID 48" in managed, shown
+    for name, view in before.items():
+        assert node_view(cluster, name) == view
+    assert api.object_names(cluster.client) == objects
