@@ -22,8 +22,7 @@ from .daemonsets import MANAGED_DRIVERS_SELECTOR
 
 MANAGED_SELECTOR = 'app.kubernetes.io/managed-by=accelerators.gpu'
 DEVICE_PLUGIN = 'nvidia-device-plugin'
-# The operands that must be back on a node before its GPUs count as served again (not the validation Jobs' pods).
-NOT_OPERANDS = ('nvidia-driver', 'gpu-validation')
+DRIVER_COMPONENT = 'nvidia-driver'
 
 
 class Rollout(object):
@@ -244,6 +243,15 @@ class Rollout(object):
         return {'completed': completed, 'failures': failed}
 
 
+def _operand(pod):
+    """Whether the pod is one of the operands that must be back on a node before its GPUs count as served again: a
+    pod of a DaemonSet of the stack but the driver's. The pods of Jobs (validations, the remediation's reset and
+    reboot) are not, whatever their labels: one that completed is never ready, and would hold the rollout."""
+    labels = pod['metadata'].get('labels') or {}
+    return labels.get('app.kubernetes.io/component') != DRIVER_COMPONENT and any(
+        owner.get('kind') == 'DaemonSet' for owner in pod['metadata'].get('ownerReferences') or [])
+
+
 def _not_back(state, pods):
     """Why a node's driver and operands are not back yet, or '' when they are."""
     if not state.get('pod'):
@@ -252,9 +260,7 @@ def _not_back(state, pods):
         return 'driver pod %s is not of the newest revision yet' % state['pod']
     if not state['driver_ready']:
         return 'driver pod %s is not ready' % state['pod']
-    unready = sorted(p['metadata']['name'] for p in pods
-                     if (p['metadata'].get('labels') or {}).get('app.kubernetes.io/component') not in NOT_OPERANDS
-                     and not pod_is_ready(p))
+    unready = sorted(p['metadata']['name'] for p in pods if _operand(p) and not pod_is_ready(p))
     if unready:
         return 'operand pod(s) not ready: %s' % ', '.join(unready)
     plugin = [p for p in pods if (p['metadata'].get('labels') or {}).get('app.kubernetes.io/component') == DEVICE_PLUGIN]

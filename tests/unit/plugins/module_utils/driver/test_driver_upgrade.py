@@ -405,3 +405,25 @@ def test_a_wave_whose_api_server_stays_away_past_the_wait_stops_resumable_saying
     assert cluster.nodes['a']['spec']['unschedulable'] and 'driver-a-new' in cluster.pods
     cluster.lost = 0
     assert rollout(cluster).upgrade(['a'])['ready'] == ['a']
+
+
+def operand_pod(node_name, name, component, owner, phase='Running', ready=True):
+    return {'metadata': {'name': name, 'namespace': 'gpu', 'uid': 'uid-' + name,
+                         'labels': {'app.kubernetes.io/component': component,
+                                    'app.kubernetes.io/managed-by': 'accelerators.gpu'},
+                         'ownerReferences': [{'kind': owner, 'name': component, 'controller': True}]},
+            'spec': {'nodeName': node_name, 'containers': [{'name': component}]},
+            'status': {'phase': phase, 'conditions': [{'type': 'Ready', 'status': 'True' if ready else 'False'}]}}
+
+
+def test_the_pods_of_jobs_on_a_node_never_hold_its_driver_back_an_unready_operand_does():
+    # A GPU reset of the remediation, and a validation, completed on node a: their pods are never ready.
+    cluster = RolloutCluster(['a', 'b'])
+    cluster.pods['reset-a'] = operand_pod('a', 'reset-a', 'gpu-remediation', 'Job', phase='Succeeded', ready=False)
+    cluster.pods['check-a'] = operand_pod('a', 'check-a', 'gpu-validation', 'Job', phase='Succeeded', ready=False)
+    cluster.pods['plugin-b'] = operand_pod('b', 'plugin-b', 'nvidia-device-plugin', 'DaemonSet', ready=False)
+    rollout(cluster).plan()
+    moved = rollout(cluster).upgrade(['a', 'b'])
+    assert moved['ready'] == ['a']
+    assert [(f['node'], f['reason']) for f in moved['failures']] == [
+        ('b', 'not back within 30 s: operand pod(s) not ready: plugin-b')]
