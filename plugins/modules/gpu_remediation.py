@@ -218,6 +218,13 @@ validation_plan:
     C(common_validation_planned), so that the validation Jobs of other nodes stay.
   returned: action quarantine, drain, reset, reboot or complete
   type: dict
+validation_claim_nodes:
+  description: With the actions but O(action=plan), the nodes of RV(validation_keys) in DRA mode (the DRA driver's
+    kubelet plugin serves their GPUs, C(nvidia.com/gpu.deploy.dra-driver=true)), whose validation Job takes its GPU
+    from a ResourceClaim of the DRA driver role's template, as its own validation does.
+  returned: action quarantine, drain, reset, reboot or complete
+  type: list
+  elements: str
 failures:
   description: With the actions but O(action=plan), the nodes whose step failed in this run (C(node), C(state),
     C(reason)). The module does not fail for them, so that the other nodes go on.

@@ -12,6 +12,7 @@ uninstall.
 
 import json
 import os
+import time
 import types
 
 import kubernetes
@@ -19,7 +20,7 @@ import pytest
 
 from conftest import create_namespace, wait_for
 from gpu_fleet import COMMON_DEFAULTS, FLEET_LABEL, RHCOS_416, selector
-from localcluster import api
+from localcluster import api, gpu_faults
 from localcluster import fleet as fleets
 from sampler import Sampler, at_one_revision
 from test_deploy import REGISTRY, fleet_variables, playbook
@@ -493,6 +494,38 @@ def test_a_driver_change_rolls_through_the_dra_nodes_each_validated_with_a_gpu_f
     assert len(dra) == 2, dra
     assert claims == dict([(name, (["nvidia-dra-validation-gpu"], None)) for name in dra] + [
         (name, ([], "1")) for name in story.nodes if name not in dra]), claims
+
+
+def test_xid_48_on_a_dra_node_is_reset_and_validated_with_a_gpu_from_a_claim(cluster, story):
+    """The remediation of a node in DRA mode: the GPU clients and the kubelet plugin stopped for the reset, the GPUs
+    back when its ResourceSlices publish every GPU GPU feature discovery counts, the CUDA validation Job's GPU from a
+    claim of the DRA driver role's template (a Job asking for nvidia.com/gpu would never be scheduled there)."""
+    node_name = sorted(node.metadata.name for node in cluster.core.list_node(label_selector=DRA_ROLE).items
+                       if node.metadata.name in story.nodes)[0]
+    variables = dict(story.variables, remediation_label_selector=selector(story.spec), remediation_poll_interval=0.5,
+                     remediation_prometheus_url=gpu_faults.prometheus_url(cluster))
+    started = time.monotonic()
+    fault = gpu_faults.inject_xid(cluster.client, node_name, 0, 48)
+
+    run = playbook(cluster, "remediate", variables).succeeded()
+    print("remediate (reset, DRA node): %.1f s; XID 48 to the node back (a run started at once): %.1f s" % (
+        run.seconds, time.monotonic() - started))
+
+    node = cluster.core.read_node(node_name)
+    record = json.loads(node.metadata.annotations["accelerators.gpu/gpu-remediation"])
+    assert node.metadata.labels["accelerators.gpu/gpu-remediation-state"] == "done" and not node.spec.unschedulable
+    assert (record["gpu_uuids"], record["xids"]) == ([fault["uuid"]], [48])
+    assert [(a["action"], a["result"]) for a in record["attempts"]] == [("reset", "succeeded")]
+    assert gpu_faults.faults_of(node.metadata.annotations) == []
+    [job] = cluster.batch.list_namespaced_job(
+        story.namespace, label_selector="accelerators.gpu/validation=gpu-remediation-cuda").items
+    pod = job.spec.template.spec
+    assert job.status.succeeded == 1 and job.metadata.annotations["accelerators.gpu/node"] == node_name
+    assert [claim.resource_claim_template_name for claim in pod.resource_claims or []] == ["nvidia-dra-validation-gpu"]
+    assert not (pod.containers[0].resources.limits or {}).get("nvidia.com/gpu")
+    published = {device["name"] for s in slices_of(cluster, node_name) for device in s["spec"]["devices"]
+                 if device["attributes"]["type"]["string"] == "gpu"}
+    assert len(published) == int(node.metadata.labels["nvidia.com/gpu.count"]), published
 
 
 def test_switching_the_dra_stack_off_rolls_its_nodes_to_the_device_plugin_one_at_a_time_before_its_objects_go(

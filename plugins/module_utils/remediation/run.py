@@ -21,6 +21,8 @@ from ..operands.checks.jobs import job_state
 from ..operands.checks.pods import pod_is_ready
 from ..operands.validation import KEY_ANNOTATION, NODE_ANNOTATION, check_label_selector, validation_plan
 from ..upgrade.gpu_workload_eviction import eviction_plan, evict_until_gone
+from ..health.read import read_slices
+from ..health.records import DRA_LABEL, MIG_PREFIX, dra_gpus, gpu_counts
 from ..nodes.facts import DEPLOY_LABEL_PREFIX
 from . import jobs, plan as planning, state
 
@@ -57,14 +59,24 @@ def node_validation_plan(validation_jobs, keys):
     return validation_plan(mine, sorted(keys), keys)
 
 
-def gpus_back(node):
-    """Why the node's GPUs are not all allocatable, or '' when allocatable nvidia.com/gpu equals capacity (> 0)."""
-    status = node.get('status') or {}
-    capacity = str((status.get('capacity') or {}).get(GPU_RESOURCE, '0'))
-    allocatable = str((status.get('allocatable') or {}).get(GPU_RESOURCE, '0'))
-    if capacity in ('0', '') or capacity != allocatable:
-        return 'allocatable %s %s of capacity %s' % (GPU_RESOURCE, allocatable, capacity)
-    return ''
+def in_dra_mode(node):
+    """Whether the node's GPUs are the DRA driver's (its kubelet plugin's deploy label), not the device plugin's."""
+    return ((node.get('metadata') or {}).get('labels') or {}).get(DRA_LABEL) == 'true'
+
+
+def gpus_back(node, slices=()):
+    """Why the node's GPUs are not all back, or '': allocatable equal to capacity (> 0), counting nvidia.com/gpu and
+    the MIG devices of the mixed strategy; on a node in DRA mode, the GPUs its ResourceSlices (slices) publish equal
+    to GPU feature discovery's count."""
+    counts = gpu_counts(node, dra_gpus(slices))
+    if counts['capacity'] and counts['allocatable'] == counts['capacity']:
+        return ''
+    if in_dra_mode(node):
+        return 'the DRA driver publishes %d of the %d GPUs GPU feature discovery counts' % (
+            counts['allocatable'], counts['capacity'])
+    mig = any(key.startswith(MIG_PREFIX) for key in ((node.get('status') or {}).get('capacity') or {}))
+    return 'allocatable %s %d of capacity %d' % (
+        'GPU devices (nvidia.com/gpu and MIG)' if mig else GPU_RESOURCE, counts['allocatable'], counts['capacity'])
 
 
 def validation_words(node_name, key, validation_jobs):
@@ -186,7 +198,7 @@ class Remediation(object):
     def report(self, names, failures=()):
         """Each node's state, record (GPU UUIDs, PCI bus IDs, XIDs, attempts), validation key and the validation
         plan of those to validate, and the failures of this action."""
-        nodes, keys = [], {}
+        nodes, keys, claimed = [], {}, []
         for name in names:
             node = self.api.read_node(name)
             record = state.read_record(node)
@@ -197,10 +209,13 @@ class Remediation(object):
                           'attempts': record.get('attempts') or [], 'reason': record.get('reason', '')})
             if current == state.VALIDATION_REQUIRED:
                 keys[name] = validation_key(record)
+                if in_dra_mode(node):
+                    claimed.append(name)
         validation_jobs = self.api.list_jobs(
             self.namespace, check_label_selector(self.params['validation_check'])) if keys else []
         return {'nodes': nodes, 'states': dict((entry['node'], entry['state']) for entry in nodes),
                 'validation_keys': keys, 'validation_plan': node_validation_plan(validation_jobs, keys),
+                'validation_claim_nodes': claimed,
                 'failures': list(failures)}
 
     def quarantine(self, node, record):
@@ -275,7 +290,8 @@ class Remediation(object):
         name = node['metadata']['name']
         if state.node_state(node) == state.VALIDATION_REQUIRED:
             validation_jobs = self.api.list_jobs(self.namespace, check_label_selector(self.params['validation_check']))
-            why = gpus_back(node) or validation_words(name, validation_key(record), validation_jobs)
+            slices = read_slices(self.api) if in_dra_mode(node) else []
+            why = gpus_back(node, slices) or validation_words(name, validation_key(record), validation_jobs)
             if why:
                 record = validation_failed(record, why, self.wall())
                 self.move(node, planning.after_failed_attempt(record, self.settings()), record)

@@ -23,6 +23,32 @@ def test_the_gpus_are_back_only_when_allocatable_equals_a_capacity(capacity, all
     assert run.gpus_back(node_status(capacity, allocatable)) == words
 
 
+def test_mig_devices_of_the_mixed_strategy_count_as_gpus():
+    node = {'status': {'capacity': {'nvidia.com/mig-1g.10gb': '7', 'nvidia.com/gpu': '0'},
+                       'allocatable': {'nvidia.com/mig-1g.10gb': '6', 'nvidia.com/gpu': '0'}}}
+    assert run.gpus_back(node) == 'allocatable GPU devices (nvidia.com/gpu and MIG) 6 of capacity 7'
+    node['status']['allocatable']['nvidia.com/mig-1g.10gb'] = '7'
+    assert run.gpus_back(node) == ''
+
+
+def dra_slice(node, uuids):
+    return {'spec': {'nodeName': node, 'driver': 'gpu.nvidia.com', 'devices': [
+        {'name': 'gpu-%d' % index, 'attributes': {'type': {'string': 'gpu'}, 'uuid': {'string': uuid}}}
+        for index, uuid in enumerate(uuids)]}}
+
+
+def test_a_node_in_dra_mode_is_back_when_its_slices_publish_every_gpu_gfd_counts():
+    node = {'metadata': {'name': 'gpu-0', 'labels': {'nvidia.com/gpu.deploy.dra-driver': 'true',
+                                                     'nvidia.com/gpu.count': '2'}},
+            'status': {'capacity': {}, 'allocatable': {}}}
+    assert run.in_dra_mode(node)
+    assert run.gpus_back(node, [dra_slice('gpu-0', ['GPU-a', 'GPU-b'])]) == ''
+    assert run.gpus_back(node, [dra_slice('gpu-0', ['GPU-a']), dra_slice('gpu-1', ['GPU-c', 'GPU-d'])]) == (
+        'the DRA driver publishes 1 of the 2 GPUs GPU feature discovery counts')
+    assert run.gpus_back(node, []) == 'the DRA driver publishes 0 of the 2 GPUs GPU feature discovery counts'
+    assert not run.in_dra_mode(node_status('2', '2'))
+
+
 def test_each_attempt_is_validated_anew():
     record = {'since': 10, 'attempts': [{'action': 'reset', 'started': 20}]}
     assert run.validation_key(record) == 'reset-20'
