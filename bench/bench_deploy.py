@@ -4,7 +4,9 @@ Starts its own local cluster with bench/fleets/deploy.yml (100 GPU nodes on two 
 simulated driver build of driver_build_seconds on every GPU node), then measures, side by side in the same run:
 - ours: the deploy playbook from an empty cluster to a validated stack, then its no-op re-runs (the module worker
   that the first run started serves their modules), no-op re-runs that find no module worker running (the
-  first module of each starts one), and no-op runs of the reconcile playbook (what each tick of a schedule costs);
+  first module of each starts one), no-op runs of the reconcile playbook (what each tick of a schedule costs), and
+  no-op runs of the remediate playbook on the healthy fleet (a tick of the remediation schedule: every GPU node's
+  health read from the simulated Prometheus, the plan, nothing to do), with its ratio to the deploy's no-op;
 - the peer: bench/peer_deploy.yml (kubernetes.core and Jinja only, until: waits), applying the same manifests,
   rendered from the objects our deploy created (after our uninstall, so that it also starts from nothing), first
   run and no-op re-runs.
@@ -30,7 +32,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-from localcluster import api, controlplane, fleet, report  # noqa: E402  (tools/ is not a package on the path by default)
+from localcluster import api, controlplane, fleet, gpu_faults, report  # noqa: E402  (tools/ is not a package on the path by default)
 
 FLEET = ROOT / "bench" / "fleets" / "deploy.yml"
 NAMESPACE = "nvidia-gpu-operator"
@@ -198,6 +200,12 @@ def main():
         cold = measure("ours, no worker at start", "no-op", cold)
         # The entry point a schedule runs between deploys (the deploy itself): its no-op is what each tick costs.
         measure("ours, reconcile", "no-op", repeat_noop(args.noop_runs, "accelerators.gpu.reconcile", env))
+        remediate = measure("ours, remediate", "no-op", repeat_noop(
+            args.noop_runs, "accelerators.gpu.remediate", env,
+            {"remediation_prometheus_url": gpu_faults.prometheus_url(plane)}))
+        (ROOT / ".build" / "bench-deploy-ours-remediate.log").write_text(remediate[3])
+        print("remediate no-op / deploy no-op: wall %.2f, CPU %.2f (target: under 1/3)" % (
+            remediate[0] / noop[0], remediate[4] / noop[4]), flush=True)
         if args.no_peer:
             return
         with tempfile.TemporaryDirectory(prefix="bench-peer-") as directory:

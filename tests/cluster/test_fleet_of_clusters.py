@@ -1,7 +1,7 @@
 """A fleet of three clusters in one inventory (localcluster.clusters: three local control planes at once, two OpenShift
 on different RHCOS builds and one Kubernetes, two GPU nodes each), every playbook run reaching each cluster with its
 own credentials from the inventory alone (no KUBECONFIG, no K8S_AUTH_* in the environment): a deploy of all three in
-one run, no-op reconciles over three and one, clusters that cannot be reached failing alone or stopping a fleet
+one run, no-op reconciles over three and one, failing GPUs remediated one cluster after the other, clusters that cannot be reached failing alone or stopping a fleet
 rollout, a driver change rolled out canary first, and one stopped by a driver fault in its second batch's cluster with
 the third left exactly as it was. Each API server's audit log records every request: credentials of one cluster never
 reach another, and no run prints a token. One story, in order, on one fleet: the clusters are the expensive part.
@@ -17,8 +17,9 @@ import kubernetes
 import pytest
 import yaml
 
+from conftest import wait_for
 from gpu_fleet import RHCOS_416, RHCOS_96
-from localcluster import clusters, controlplane
+from localcluster import clusters, controlplane, gpu_faults
 from playbook import COLLECTIONS, UNREACHABLE_RETRY_SECONDS, assert_tried_within_budget
 from test_deploy import Run
 
@@ -27,6 +28,8 @@ from test_deploy import Run
 NEW, BAD = "610.57.04", "575.64.05"
 STATE = "nvidia.com/gpu-driver-upgrade-state"
 DRIVER_SELECTOR = "app.kubernetes.io/component=nvidia-driver"
+REMEDIATION_STATE = "accelerators.gpu/gpu-remediation-state"
+REMEDIATION_RECORD = "accelerators.gpu/gpu-remediation"
 
 
 def specs():
@@ -173,6 +176,39 @@ def test_a_fleet_of_three_clusters_from_one_inventory(fleet, tmp_path):
         assert {user for user, _status in users} == {"admin", "system:apiserver", member.automation_user}, (
             member.name, users)
         assert users.get((member.automation_user, 2), 0) > 0, users
+
+
+def test_remediation_goes_cluster_by_cluster_with_gpu_fleet_serial(fleet, tmp_path):
+    """XID 48 on a node of ocp-a and of ocp-b, one cluster after the other ([1, 1]): the first cluster's node is
+    returned before the second cluster's is quarantined."""
+    members, outputs = fleet
+    ocp_a, ocp_b, _k8s_c = members
+    inventory = clusters.inventory([ocp_a, ocp_b])
+    faulty = {}
+    for member in (ocp_a, ocp_b):
+        inventory["gpu_clusters"]["hosts"][member.name]["gpu_cluster_prometheus_url"] = gpu_faults.prometheus_url(
+            member.plane)
+        faulty[member.name] = sorted(member.node_names)[0]
+        gpu_faults.inject_xid(member.client, faulty[member.name], 0, 48)
+        wait_for(lambda: core(member).read_node(faulty[member.name]).status.allocatable.get("nvidia.com/gpu") == "1",
+                 message="GPU 0 of %s out of allocatable" % faulty[member.name])
+
+    remediated = run("remediate", inventory, tmp_path, variables={
+        "gpu_fleet_serial": [1, 1], "remediation_poll_interval": 0.5})
+    outputs.append(remediated.output)
+
+    assert remediated.process.returncode == 0 and remediated.failures() == {}, remediated.output[-3000:]
+    assert remediated.batches() == [["ocp-a"], ["ocp-b"]]
+    records = {}
+    for member in (ocp_a, ocp_b):
+        node = core(member).read_node(faulty[member.name])
+        assert node.metadata.labels[REMEDIATION_STATE] == "done" and not node.spec.unschedulable, member.name
+        assert node.status.allocatable["nvidia.com/gpu"] == "2", member.name
+        records[member.name] = json.loads(node.metadata.annotations[REMEDIATION_RECORD])
+        assert [(a["action"], a["result"]) for a in records[member.name]["attempts"]] == [("reset", "succeeded")]
+    # ocp-b's batch began once ocp-a's play had ended (the batches); and by the records, ocp-a's node was reset
+    # (its record's last update) before ocp-b's was taken.
+    assert records["ocp-a"]["updated"] <= records["ocp-b"]["since"], records
 
 
 def test_unreachable_clusters_fail_alone_and_stop_a_fleet_rollout(fleet, tmp_path):
