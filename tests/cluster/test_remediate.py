@@ -13,7 +13,7 @@ import pytest
 
 from conftest import wait_for
 from gpu_fleet import RHCOS_416, selector
-from localcluster import api, gpu_faults, kernel
+from localcluster import api, gpu_faults, kernel, mco
 from test_deploy import fleet_variables, gpu_fleet, playbook
 from test_driver_rollout import audit_events
 from test_rhcos_upgrade_playbook import UpgradeRun
@@ -117,6 +117,13 @@ def refused_evictions(cluster, namespace):
 
 def annotation(cluster, node, key):
     return json.loads((cluster.core.read_node(node).metadata.annotations or {}).get(key) or "[]")
+
+
+def wait_for_nfd_relabel(cluster, node):
+    """Until the simulated nfd-worker relabelled the node after its last boot (mco.py, nfd_lag_seconds later), the
+    simulator itself changes its labels and annotations: a view of the node taken before would differ from one after."""
+    wait_for(lambda: mco.NFD_RELABEL_ANNOTATION not in (cluster.core.read_node(node).metadata.annotations or {}),
+             message="nfd-worker's relabel of %s after its boot" % node)
 
 
 def test_check_mode_prints_the_plan_and_writes_nothing(cluster, stack):
@@ -244,6 +251,7 @@ def test_a_permanent_fault_goes_for_rma_after_the_attempts_and_a_rerun_leaves_it
     assert gpus(cluster, node_name) == (2, 1)
 
     # A run after it reports the node and does nothing to it.
+    wait_for_nfd_relabel(cluster, node_name)
     before = node_view(cluster, node_name)
     again = playbook(cluster, "remediate", held).succeeded()
     [shown] = [r["msg"] for n, r in again.results if n.endswith("Show the plan")]
@@ -267,6 +275,7 @@ def test_xid_79_is_rebooted_by_the_site_s_reboot_tasks_instead_of_the_job(cluste
     reboots_before = annotation(cluster, node_name, gpu_faults.REBOOTS_ANNOTATION)
 
     # --check: the plan, and neither the site's tasks nor any write.
+    wait_for_nfd_relabel(cluster, node_name)
     before = node_view(cluster, node_name)
     checked = playbook(cluster, "remediate", site, check=True).succeeded()
     [shown] = [result["msg"] for name, result in checked.results if name.endswith("Show the plan")]
