@@ -26,11 +26,15 @@ description:
     (their deploy labels set to C(paused-for-gpu-reset)), resets the failing GPUs by UUID with a privileged Job
     running C(nvidia-smi) from the driver's root, puts the labels back and waits for the operands; a reset refused
     because a GPU is in use sends the node to C(failed), another failure to a reboot or to RMA.
-    O(action=reboot) reboots the node with a privileged Job (as C(oc debug node) does) and waits for a new boot ID
-    and Ready. Once the GPUs are back the taint comes off and the cordon stays (the operands tolerate only
-    C(nvidia.com/gpu)). O(action=complete) returns the nodes whose allocatable C(nvidia.com/gpu) equals capacity
-    and whose CUDA validation Job (check O(validation_check)) passed for this attempt, uncordoned unless cordoned
-    before, C(done); the others go to a reboot, or to C(rma) after O(max_attempts) attempts.
+    O(action=reboot) records the reboot's attempt with the node's boot ID before it and reboots the node with a
+    privileged Job (as C(oc debug node) does); with O(reboot_by=tasks) it records the attempt alone and names the
+    node in RV(reboot_nodes), for the site's own reboot (a BMC, Redfish) to follow. O(action=reboot_wait) then waits
+    for a new boot ID and Ready, the attempt succeeded or failed; a reboot not asked of the node by a Job is
+    recorded as asked by the site's tasks, which must have run before it. Once the GPUs are back the taint comes
+    off and the cordon stays (the operands tolerate only C(nvidia.com/gpu)). O(action=complete) returns the nodes
+    whose allocatable C(nvidia.com/gpu) equals capacity and whose CUDA validation Job (check O(validation_check))
+    passed for this attempt, uncordoned unless cordoned before, C(done); the others go to a reboot, or to C(rma)
+    after O(max_attempts) attempts.
   - Every result carries I(api_requests), the API requests the module sent, by HTTP verb, and
     I(api_response_bytes), the bytes of the answers.
 options:
@@ -41,8 +45,18 @@ options:
   action:
     description: What to do, see the description.
     type: str
-    choices: [plan, quarantine, drain, reset, reboot, complete]
+    choices: [plan, quarantine, drain, reset, reboot, reboot_wait, complete]
     default: plan
+  reboot_by:
+    description:
+      - How O(action=reboot) reboots a node. V(job), a privileged Job on the node running
+        C(chroot /host systemctl reboot). V(tasks), by the site's own reboot (a BMC, Redfish), which runs between
+        O(action=reboot) and O(action=reboot_wait); the module records the attempt and names the node in
+        RV(reboot_nodes).
+      - A reboot already asked of a node (a stopped run's) is never asked again, whichever way.
+    type: str
+    choices: [job, tasks]
+    default: job
   cluster:
     description: The cluster's name, in the plan's lines and the report.
     type: str
@@ -154,6 +168,26 @@ EXAMPLES = r'''
     action: "{{ item }}"
     nodes: "{{ plan.wave }}"
   loop: [quarantine, drain, reset]
+
+- name: Record the reboot of the wave's nodes that need one, the site rebooting them
+  accelerators.gpu.gpu_remediation:
+    namespace: nvidia-gpu-operator
+    action: reboot
+    reboot_by: tasks
+    nodes: "{{ plan.wave }}"
+  register: reboot
+
+- name: Reboot each node through its BMC (the site's tasks)
+  ansible.builtin.include_tasks: bmc-reboot.yml
+  loop: "{{ reboot.reboot_nodes }}"
+  loop_control:
+    loop_var: bmc_node
+
+- name: Wait for the nodes to come back with a new boot ID
+  accelerators.gpu.gpu_remediation:
+    namespace: nvidia-gpu-operator
+    action: reboot_wait
+    nodes: "{{ plan.wave }}"
 '''
 
 RETURN = r'''
@@ -205,30 +239,36 @@ nodes:
   elements: dict
 states:
   description: With the actions but O(action=plan), the state of each node of O(nodes) after it.
-  returned: action quarantine, drain, reset, reboot or complete
+  returned: action quarantine, drain, reset, reboot, reboot_wait or complete
   type: dict
 validation_keys:
   description: With the actions but O(action=plan), by node now C(validation-required), the key of its validation
     Job (its last attempt).
-  returned: action quarantine, drain, reset, reboot or complete
+  returned: action quarantine, drain, reset, reboot, reboot_wait or complete
   type: dict
 validation_plan:
   description: With the actions but O(action=plan), the common role's validation plan of the nodes of
     RV(validation_keys) alone (C(validate), C(kept), C(stale)), for its C(validate) tasks'
     C(common_validation_planned), so that the validation Jobs of other nodes stay.
-  returned: action quarantine, drain, reset, reboot or complete
+  returned: action quarantine, drain, reset, reboot, reboot_wait or complete
   type: dict
 validation_claim_nodes:
   description: With the actions but O(action=plan), the nodes of RV(validation_keys) in DRA mode (the DRA driver's
     kubelet plugin serves their GPUs, C(nvidia.com/gpu.deploy.dra-driver=true)), whose validation Job takes its GPU
     from a ResourceClaim of the DRA driver role's template, as its own validation does.
-  returned: action quarantine, drain, reset, reboot or complete
+  returned: action quarantine, drain, reset, reboot, reboot_wait or complete
+  type: list
+  elements: str
+reboot_nodes:
+  description: With the actions but O(action=plan), the nodes in C(reboot-required) whose reboot is recorded and not
+    asked of them yet, for the site's reboot tasks (O(reboot_by=tasks)) to reboot before O(action=reboot_wait).
+  returned: action quarantine, drain, reset, reboot, reboot_wait or complete
   type: list
   elements: str
 failures:
   description: With the actions but O(action=plan), the nodes whose step failed in this run (C(node), C(state),
     C(reason)). The module does not fail for them, so that the other nodes go on.
-  returned: action quarantine, drain, reset, reboot or complete
+  returned: action quarantine, drain, reset, reboot, reboot_wait or complete
   type: list
   elements: dict
 api_requests:
@@ -249,8 +289,9 @@ from ansible_collections.accelerators.gpu.plugins.module_utils.remediation.run i
 def main():
     run_module(dict(
         namespace=dict(type='str', required=True),
-        action=dict(type='str', choices=['plan', 'quarantine', 'drain', 'reset', 'reboot', 'complete'],
+        action=dict(type='str', choices=['plan', 'quarantine', 'drain', 'reset', 'reboot', 'reboot_wait', 'complete'],
                     default='plan'),
+        reboot_by=dict(type='str', choices=['job', 'tasks'], default='job'),
         cluster=dict(type='str', default='cluster'),
         health=dict(type='list', elements='dict', default=[]),
         nodes=dict(type='list', elements='str', default=[]),

@@ -2,8 +2,10 @@
 on one GPU of a node running a GPU workload under a PodDisruptionBudget is taken through quarantine, drain (the
 budget holding the eviction until it allows it), reset, validation and back, the other node untouched; XID 79 on
 the other node through a reboot (a new boot ID); a permanent fault held for RMA; --check prints the plan and writes
-nothing. Then the policies, on the three nodes as the stories leave them (the first held for RMA): application XIDs
-reported only, the circuit breaker, and nodes opted out or managed by NVSentinel reported only."""
+nothing. Then XID 79 again, the node rebooted by the site's reboot task file (remediation_reboot_tasks) instead of
+the reboot Job: the file asks the simulated host to reboot in place (kernel.py's REBOOT_REQUEST_ANNOTATION), as a
+BMC's power cycle would. Then the policies, on the three nodes as the stories leave them (the first held for RMA):
+application XIDs reported only, the circuit breaker, and nodes opted out or managed by NVSentinel reported only."""
 
 import json
 import os
@@ -24,6 +26,26 @@ STATE = "accelerators.gpu/gpu-remediation-state"
 RECORD = "accelerators.gpu/gpu-remediation"
 TAINT = "accelerators.gpu/gpu-remediation"
 PLUGIN = "app.kubernetes.io/component=nvidia-device-plugin"
+REBOOT_JOBS = "accelerators.gpu/remediation=reboot"
+# The site's reboot: each run notes the node in a file the test reads, then asks the simulated host to go down a
+# second later, and returns before the node is back.
+SITE_REBOOT_TASKS = """---
+- name: Note that the site's reboot ran for {{ remediation_reboot_node }}
+  ansible.builtin.lineinfile:
+    path: %(marker)s
+    line: "{{ remediation_reboot_node }} {{ now().timestamp() }}"
+    create: true
+
+- name: Power-cycle {{ remediation_reboot_node }} (the simulated host reboots in place)
+  kubernetes.core.k8s:
+    state: patched
+    kind: Node
+    name: "{{ remediation_reboot_node }}"
+    definition:
+      metadata:
+        annotations:
+          %(request)s: "{{ (now().timestamp() + 1) | string }}"
+"""
 
 
 @pytest.fixture(scope="module")
@@ -100,11 +122,15 @@ def assert_left_alone(cluster, name, before, namespaces):
     assert not [uid for uid, namespace in pods.items() if uid not in pods_before and namespace in namespaces]
 
 
-def settled(cluster, name):
-    """The simulator done with the node's reboot: up again, and nfd-worker's pass after the boot made."""
-    annotations = cluster.core.read_node(name).metadata.annotations or {}
-    return not {mco.NFD_RELABEL_ANNOTATION, kernel.REBOOT_REQUEST_ANNOTATION, stages.REBOOTING_ANNOTATION} & set(
-        annotations)
+def wait_for_settled(cluster, name):
+    """Until the simulator is done with the node's last boot: up again, and the simulated nfd-worker's pass after it
+    made (mco.py, nfd_lag_seconds later). Until then the simulator itself changes the node's labels and annotations:
+    a view of the node taken before would differ from one after."""
+    def settled():
+        annotations = cluster.core.read_node(name).metadata.annotations or {}
+        return not {mco.NFD_RELABEL_ANNOTATION, kernel.REBOOT_REQUEST_ANNOTATION, stages.REBOOTING_ANNOTATION} & set(
+            annotations)
+    wait_for(settled, message="the simulator done with the boot of " + name)
 
 
 def refused_evictions(cluster, namespace):
@@ -249,13 +275,65 @@ def test_a_permanent_fault_goes_for_rma_after_the_attempts_and_a_rerun_leaves_it
     assert gpus(cluster, node_name) == (2, 1)
 
     # A run after it reports the node and does nothing to it.
-    wait_for(lambda: settled(cluster, node_name), message="nfd-worker's pass after the reboot of " + node_name)
+    wait_for_settled(cluster, node_name)
     before = node_view(cluster, node_name)
     again = playbook(cluster, "remediate", held).succeeded()
     [shown] = [r["msg"] for n, r in again.results if n.endswith("Show the plan")]
     assert [line for line in shown if "node %s: quarantined for RMA since" % node_name in line
             and permanent["uuid"] in line], shown
     assert node_view(cluster, node_name) == before
+
+
+def test_xid_79_is_rebooted_by_the_site_s_reboot_tasks_instead_of_the_job(cluster, stack, tmp_path):
+    _faulty, node_name, namespace, variables, _workloads, _fault = stack
+    marker = tmp_path / "site-reboots"
+    tasks = tmp_path / "site-reboot.yml"
+    tasks.write_text(SITE_REBOOT_TASKS % {"marker": marker, "request": kernel.REBOOT_REQUEST_ANNOTATION})
+    site = dict(variables, remediation_reboot_tasks=str(tasks))
+    gpu_faults.inject_xid(cluster.client, node_name, 0, 79)
+    wait_for(lambda: gpus(cluster, node_name) == (2, 1), message="GPU 0 of %s out of allocatable" % node_name)
+    boot = cluster.core.read_node(node_name).status.node_info.boot_id
+    attempts_before = json.loads((cluster.core.read_node(node_name).metadata.annotations or {}).get(RECORD) or "{}")
+    reboot_jobs = sorted(j.metadata.uid for j in cluster.batch.list_namespaced_job(
+        namespace, label_selector=REBOOT_JOBS).items)
+    reboots_before = annotation(cluster, node_name, gpu_faults.REBOOTS_ANNOTATION)
+
+    # --check: the plan, and neither the site's tasks nor any write.
+    wait_for_settled(cluster, node_name)
+    before = node_view(cluster, node_name)
+    checked = playbook(cluster, "remediate", site, check=True).succeeded()
+    [shown] = [result["msg"] for name, result in checked.results if name.endswith("Show the plan")]
+    assert [line for line in shown if "node %s: no state -> quarantine" % node_name in line
+            or "node %s: done -> quarantine" % node_name in line], shown
+    assert not marker.exists() and node_view(cluster, node_name) == before
+
+    run = playbook(cluster, "remediate", site).succeeded()
+    print("remediate (the site's reboot): %.1f s" % run.seconds)
+
+    # The site's tasks ran once, for that node; no reboot Job was created.
+    assert [line.split()[0] for line in marker.read_text().splitlines()] == [node_name]
+    assert sorted(j.metadata.uid for j in cluster.batch.list_namespaced_job(
+        namespace, label_selector=REBOOT_JOBS).items) == reboot_jobs
+    # Back with a new boot ID (one more boot of the simulated host), validated and returned.
+    node = cluster.core.read_node(node_name)
+    record = json.loads(node.metadata.annotations[RECORD])
+    assert node.metadata.labels[STATE] == "done" and not node.spec.unschedulable
+    assert TAINT not in [t.key for t in node.spec.taints or []]
+    assert gpus(cluster, node_name) == (2, 2)
+    assert node.status.node_info.boot_id != boot
+    reboots = annotation(cluster, node_name, gpu_faults.REBOOTS_ANNOTATION)
+    assert [r["boot_id"] for r in reboots[len(reboots_before):]] == [node.status.node_info.boot_id]
+    assert annotation(cluster, node_name, gpu_faults.FAULTS_ANNOTATION) == []
+    # The attempt recorded as the Job's is, asked of the node by the site's tasks.
+    assert len(record["attempts"]) == len(attempts_before.get("attempts") or []) + 1
+    attempt = record["attempts"][-1]
+    assert (attempt["action"], attempt["result"], attempt["boot_id"], attempt["by"]) == (
+        "reboot", "succeeded", boot, "tasks")
+    assert attempt["started"] <= attempt["requested"] <= attempt["finished"]
+    jobs = cluster.batch.list_namespaced_job(
+        namespace, label_selector="accelerators.gpu/validation=gpu-remediation-cuda")
+    assert [j.status.succeeded for j in jobs.items if j.metadata.annotations["accelerators.gpu/node"] == node_name
+            and j.metadata.annotations["accelerators.gpu/validated-pods"] == "reboot-%s" % attempt["started"]] == [1]
 
 
 def spare(cluster, variables):
@@ -272,6 +350,7 @@ def plan_shown(run):
 def test_application_xids_13_31_43_are_reported_and_nothing_is_touched(cluster, stack):
     held, other, namespace, variables, workloads, _fault = stack
     node_name = spare(cluster, variables)
+    wait_for_settled(cluster, other)  # rebooted by the story before
     # One XID per GPU: the exporter's DCGM_FI_DEV_XID_ERRORS holds a GPU's last XID only.
     injected = {node_name: ((0, 13), (1, 31)), other: ((0, 43),)}
     for name, faults in injected.items():

@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The gpu_remediation module's reads and writes: plan a run, then take the wave's nodes through their states
-(quarantine, drain, reset, reboot, complete). The decisions are plan.py's and state.py's pure functions; the Jobs
-are jobs.py's.
+(quarantine, drain, reset, reboot and reboot_wait, complete). The decisions are plan.py's and state.py's pure
+functions; the Jobs are jobs.py's.
 
 Each action acts on the nodes named to it that stand in its own state, one node after the other, and leaves each
 where the nodes say it is: a run that stopped resumes from the state labels. From the quarantine to the reset or
@@ -197,12 +197,15 @@ class Remediation(object):
 
     def report(self, names, failures=()):
         """Each node's state, record (GPU UUIDs, PCI bus IDs, XIDs, attempts), validation key and the validation
-        plan of those to validate, and the failures of this action."""
-        nodes, keys, claimed = [], {}, []
+        plan of those to validate (and those in DRA mode), the nodes waiting for the site's reboot tasks, and the
+        failures of this action."""
+        nodes, keys, claimed, reboots = [], {}, [], []
         for name in names:
             node = self.api.read_node(name)
             record = state.read_record(node)
             current = state.node_state(node)
+            if state.reboot_to_request(node):
+                reboots.append(name)
             nodes.append({'cluster': self.params['cluster'], 'node': name, 'state': current,
                           'gpu_uuids': record.get('gpu_uuids') or [], 'pci_bus_ids': record.get('pci_bus_ids') or [],
                           'xids': record.get('xids') or [], 'action': record.get('action'),
@@ -215,8 +218,7 @@ class Remediation(object):
             self.namespace, check_label_selector(self.params['validation_check'])) if keys else []
         return {'nodes': nodes, 'states': dict((entry['node'], entry['state']) for entry in nodes),
                 'validation_keys': keys, 'validation_plan': node_validation_plan(validation_jobs, keys),
-                'validation_claim_nodes': claimed,
-                'failures': list(failures)}
+                'validation_claim_nodes': claimed, 'reboot_nodes': reboots, 'failures': list(failures)}
 
     def quarantine(self, node, record):
         self.move(node, state.next_state(state.QUARANTINE_REQUIRED, record.get('action', 'rma')))
@@ -239,10 +241,10 @@ class Remediation(object):
         read its outcome, put the labels back; a reset that worked takes the taint off and waits for the operands
         (the device plugin among them) to be back; a refused one is failed, another failure escalates."""
         name = node['metadata']['name']
-        paused = planning.operands_to_stop(node['metadata'].get('labels') or {})
-        if paused:
-            node = self.move(node, state.RESET_REQUIRED, labels=paused)
-        self.wait_operands(name, 'the operands holding the GPUs to stop')
+        for paused in planning.operands_to_stop(node['metadata'].get('labels') or {}) or [{}]:
+            if paused:
+                node = self.move(node, state.RESET_REQUIRED, labels=paused)
+            self.wait_operands(name, 'the operands holding the GPUs to stop')
         attempt = state.open_attempt(record)
         if not (attempt and attempt.get('action') == 'reset'):
             record = state.start_attempt(record, 'reset', self.wall())
@@ -263,19 +265,34 @@ class Remediation(object):
         return 'reset of %s %s: %s' % (', '.join(record.get('gpu_uuids') or []), result, why)
 
     def reboot(self, node, record):
-        """Reboot the node with the reboot Job and wait for a new boot ID and Ready; then the taint comes off and
-        the operands are waited for. A stopped run's open reboot is waited for, not started again."""
-        name = node['metadata']['name']
-        attempt = state.open_attempt(record)
-        if attempt and attempt.get('action') == 'reboot':
-            before = attempt.get('boot_id')
-        else:
+        """Start the node's reboot: its attempt recorded with the boot ID before it, then the reboot Job created and
+        the reboot marked asked of the node. With reboot_by=tasks the attempt alone: the role runs the site's reboot
+        tasks for the nodes of reboot_nodes. reboot_wait waits for the node. A stopped run's open reboot is not started
+        again, nor asked of the node again once asked."""
+        attempt = state.open_reboot(record)
+        if not attempt:
             before = ((node.get('status') or {}).get('nodeInfo') or {}).get('bootID')
             record = state.start_attempt(record, 'reboot', self.wall(), before)
             node = self.move(node, state.REBOOT_REQUIRED, record)
+        if self.params['reboot_by'] == 'job' and not (attempt or {}).get('requested'):
+            name = node['metadata']['name']
             self.start_job(jobs.reboot_job(name, self.namespace, self.params['image'],
                                            self.params['service_account'], self.params['wait_timeout']))
-        why = self.wait_boot(name, before)
+            self.move(node, state.REBOOT_REQUIRED, state.reboot_requested(record, self.wall(), 'job'))
+
+    def reboot_wait(self, node, record):
+        """Wait for a new boot ID and Ready of a node whose reboot was started; then the taint comes off and the
+        operands are waited for, or, not back, the node goes to a reboot again or to RMA. A reboot not yet asked of
+        the node was asked by the site's reboot tasks, which the role runs between reboot and this action. A node
+        whose reboot has not started is left to reboot."""
+        attempt = state.open_reboot(record)
+        if not attempt:
+            return ''
+        name = node['metadata']['name']
+        if attempt.get('requested') is None:
+            record = state.reboot_requested(record, self.wall(), 'tasks')
+            node = self.move(node, state.REBOOT_REQUIRED, record)
+        why = self.wait_boot(name, attempt.get('boot_id'))
         record = state.finish_attempt(record, state.ATTEMPT_FAILED if why else state.SUCCEEDED, self.wall(), why)
         node = self.api.read_node(name)
         if why:
@@ -378,6 +395,7 @@ STEPS = {
     'drain': ((state.DRAIN_REQUIRED,), Remediation.drain),
     'reset': ((state.RESET_REQUIRED,), Remediation.reset),
     'reboot': ((state.REBOOT_REQUIRED,), Remediation.reboot),
+    'reboot_wait': ((state.REBOOT_REQUIRED,), Remediation.reboot_wait),
     'complete': ((state.VALIDATION_REQUIRED, state.UNCORDON_REQUIRED), Remediation.complete),
 }
 

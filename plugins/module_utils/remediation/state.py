@@ -4,8 +4,9 @@
 
 The state is the node label STATE_LABEL, the step the node needs next, as the driver rollout's
 nvidia.com/gpu-driver-upgrade-state is; the record is the JSON annotation RECORD_ANNOTATION (why: reason, xids,
-gpu_uuids, pci_bus_ids, action; attempts: [{action, started, finished, result}]; since, updated; and whether the node
-was unschedulable before). Nothing is kept anywhere else, so a run that was interrupted resumes from what the nodes
+gpu_uuids, pci_bus_ids, action; attempts: [{action, started, finished, result}], a reboot's also with the boot ID
+before it and when and by what it was asked of the node; since, updated; and whether the node was unschedulable
+before). Nothing is kept anywhere else, so a run that was interrupted resumes from what the nodes
 say. Times are seconds since the epoch, as the rhcos_upgrade record has them.
 
 The quarantine is a cordon and the NoSchedule taint TAINT_KEY. NoSchedule, not NoExecute: NoExecute would make the
@@ -160,6 +161,29 @@ def start_attempt(record, action, now, boot_id=None):
     if boot_id is not None:
         attempt['boot_id'] = boot_id
     return dict(record, attempts=list(record.get('attempts') or []) + [attempt], updated=now)
+
+
+def open_reboot(record):
+    """The record's open attempt when it is a reboot (started, the node not back yet), else None."""
+    attempt = open_attempt(record)
+    return attempt if attempt and attempt.get('action') == 'reboot' else None
+
+
+def reboot_requested(record, now, by):
+    """The record with its open reboot marked as asked of the node now, by the reboot Job or the site's reboot tasks
+    (`by`: job or tasks): a resumed run waits for that reboot rather than asking for another."""
+    attempts = [dict(attempt) for attempt in record.get('attempts') or []]
+    if not open_reboot(record):
+        raise ValueError('no reboot open in the record to mark requested')
+    attempts[-1].update(requested=now, by=by)
+    return dict(record, attempts=attempts, updated=now)
+
+
+def reboot_to_request(node):
+    """Whether the node (a Node dict) waits for the site's reboot tasks: in reboot-required, its reboot recorded (the
+    boot ID before it) and not asked of it yet."""
+    attempt = open_reboot(read_record(node))
+    return node_state(node) == REBOOT_REQUIRED and attempt is not None and attempt.get('requested') is None
 
 
 def finish_attempt(record, result, now, message=''):

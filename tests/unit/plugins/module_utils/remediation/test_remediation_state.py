@@ -91,6 +91,29 @@ def test_an_attempt_is_started_left_open_by_a_stopped_run_and_finished():
         state.finish_attempt(done, state.SUCCEEDED, NOW + 120)
 
 
+def test_a_reboot_is_asked_of_its_node_once_and_waits_for_the_site_s_tasks_until_then():
+    record = state.start_attempt({'action': 'reboot'}, 'reboot', NOW, boot_id='b-1')
+    assert state.open_reboot(record) == state.open_attempt(record)
+    # Recorded, not asked yet: the site's reboot tasks are to reboot the node.
+    assert state.reboot_to_request(gpu_node('gpu-1', state.REBOOT_REQUIRED, record))
+    asked = state.reboot_requested(record, NOW + 5, 'tasks')
+    assert asked['attempts'][-1] == {'action': 'reboot', 'started': NOW, 'finished': None, 'result': None,
+                                     'boot_id': 'b-1', 'requested': NOW + 5, 'by': 'tasks'}
+    assert asked['updated'] == NOW + 5 and 'requested' not in record['attempts'][-1]
+    # Asked (a stopped run's reboot): still open, waited for, never asked again.
+    assert state.open_reboot(asked) and not state.reboot_to_request(gpu_node('gpu-1', state.REBOOT_REQUIRED, asked))
+    # Only a node in reboot-required with its reboot open.
+    assert not state.reboot_to_request(gpu_node('gpu-1', state.VALIDATION_REQUIRED, record))
+    assert not state.reboot_to_request(gpu_node('gpu-1', state.REBOOT_REQUIRED, {'action': 'reboot'}))
+    reset = state.start_attempt({'action': 'reset'}, 'reset', NOW)
+    assert state.open_reboot(reset) is None
+    assert not state.reboot_to_request(gpu_node('gpu-1', state.REBOOT_REQUIRED, reset))
+    done = state.finish_attempt(asked, state.SUCCEEDED, NOW + 60)
+    for closed in (reset, done):
+        with pytest.raises(ValueError):
+            state.reboot_requested(closed, NOW + 70, 'job')
+
+
 def test_the_state_patch_writes_the_label_and_the_record_as_json():
     patch = state.state_patch(state.RMA, {'action': 'rma', 'xids': [79]})
     assert patch['metadata']['labels'] == {state.STATE_LABEL: state.RMA}
