@@ -52,9 +52,14 @@ class SettingsError(ValueError):
 
 
 def operands_to_stop(labels):
-    """The deploy labels to set before a reset of the node (its labels): those of GPU_CLIENTS set to 'true' now."""
-    return dict((DEPLOY_LABEL_PREFIX + operand, PAUSED_FOR_RESET) for operand in GPU_CLIENTS
-                if labels.get(DEPLOY_LABEL_PREFIX + operand) == 'true')
+    """The deploy labels to set before a reset of the node (its labels), those of GPU_CLIENTS set to 'true' now, in
+    the order to set them: the DRA driver's kubelet plugin last, once the pods holding claims it prepared are gone (a
+    kubelet unprepares a claim through the plugin: without it they would stay Terminating). [] when none is set."""
+    def paused(operands):
+        return dict((DEPLOY_LABEL_PREFIX + operand, PAUSED_FOR_RESET) for operand in operands
+                    if labels.get(DEPLOY_LABEL_PREFIX + operand) == 'true')
+    phases = [paused([operand for operand in GPU_CLIENTS if operand != DRA_DRIVER]), paused([DRA_DRIVER])]
+    return [phase for phase in phases if phase]
 
 
 def operands_to_restore(labels):

@@ -308,10 +308,14 @@ def test_the_gpu_clients_are_stopped_before_a_reset_and_put_back_after():
     assert set(remediation.GPU_CLIENTS) <= set(OPERANDS)
     labels = dict((DEPLOY_LABEL_PREFIX + operand, 'true') for operand in OPERANDS)
     labels[DEPLOY_LABEL_PREFIX + 'dcgm'] = 'false'
-    stop = remediation.operands_to_stop(labels)
-    assert stop == dict((DEPLOY_LABEL_PREFIX + operand, 'paused-for-gpu-reset')
-                        for operand in ('device-plugin', 'dra-driver', 'dcgm-exporter', 'gpu-feature-discovery'))
-    stopped = dict(labels, **stop)
+    # The DRA driver's kubelet plugin last: the pods holding claims it prepared go first.
+    clients, plugin = remediation.operands_to_stop(labels)
+    assert clients == dict((DEPLOY_LABEL_PREFIX + operand, 'paused-for-gpu-reset')
+                           for operand in ('device-plugin', 'dcgm-exporter', 'gpu-feature-discovery'))
+    assert plugin == {DEPLOY_LABEL_PREFIX + 'dra-driver': 'paused-for-gpu-reset'}
+    assert remediation.operands_to_stop(dict(labels, **{DEPLOY_LABEL_PREFIX + 'dra-driver': 'false'})) == [clients]
+    assert remediation.operands_to_stop(dict(labels, **clients, **plugin)) == []
+    stopped = dict(labels, **clients, **plugin)
     stopped[DEPLOY_LABEL_PREFIX + 'dcgm-exporter'] = 'false'
     assert remediation.operands_to_restore(stopped) == dict(
         (DEPLOY_LABEL_PREFIX + operand, 'true') for operand in ('device-plugin', 'dra-driver', 'gpu-feature-discovery'))
