@@ -24,6 +24,7 @@ from ..upgrade.gpu_workload_eviction import eviction_plan, evict_until_gone
 from ..health.read import read_slices
 from ..health.records import DRA_LABEL, MIG_PREFIX, dra_gpus, gpu_counts
 from ..nodes.facts import DEPLOY_LABEL_PREFIX
+from ..nodes.selection import daemonset_schedules_on
 from . import jobs, plan as planning, state
 
 GPU_RESOURCE = 'nvidia.com/gpu'
@@ -92,9 +93,11 @@ def validation_words(node_name, key, validation_jobs):
 
 
 def daemonset_selects(daemonset, labels):
-    """Whether a DaemonSet's nodeSelector selects a node of these labels."""
-    selector = ((daemonset.get('spec') or {}).get('template') or {}).get('spec', {}).get('nodeSelector') or {}
-    return all(labels.get(key) == value for key, value in selector.items())
+    """Whether a DaemonSet selects a node of these labels: its nodeSelector and required node affinity (the DRA
+    nodes' GPU clients are DaemonSets of their own, by affinity on the DRA driver's deploy label). Not its taints: the
+    quarantine taint is on the node while the clients are stopped by their labels."""
+    return daemonset_schedules_on(((daemonset.get('spec') or {}).get('template') or {}).get('spec') or {},
+                                  {'metadata': {'labels': labels}})
 
 
 def gpu_client_daemonsets(daemonsets):

@@ -111,6 +111,24 @@ def test_operands_are_back_when_each_gpu_client_selecting_the_node_has_a_ready_p
     assert run.operands_not_settled(DAEMONSETS, labels, [pod('p', 'nvidia-device-plugin')]) == ''
 
 
+def test_on_a_dra_node_only_the_dra_daemonsets_of_a_gpu_client_count():
+    gfd = 'nvidia.com/gpu.deploy.gpu-feature-discovery'
+    dra = 'nvidia.com/gpu.deploy.dra-driver'
+
+    def by_affinity(name, operator):
+        spec = daemonset(name, {gfd: 'true'})
+        terms = [{'matchExpressions': [{'key': dra, 'operator': operator, 'values': ['true']}]}]
+        spec['spec']['template']['spec']['affinity'] = {
+            'nodeAffinity': {'requiredDuringSchedulingIgnoredDuringExecution': {'nodeSelectorTerms': terms}}}
+        return spec
+    daemonsets = [by_affinity('gpu-feature-discovery', 'NotIn'), by_affinity('gpu-feature-discovery-dra', 'In')]
+    labels = {gfd: 'true', dra: 'true'}
+    assert run.operands_not_settled(daemonsets, labels, [pod('g', 'gpu-feature-discovery-dra')]) == ''
+    assert run.operands_not_settled(daemonsets, dict(labels, **{dra: 'false'}), [
+        pod('g', 'gpu-feature-discovery-dra')]) == (
+        'gpu-feature-discovery not ready yet; gpu-feature-discovery-dra still runs (g)')
+
+
 def test_the_validation_plan_of_the_nodes_to_validate_leaves_the_jobs_of_the_others():
     earlier = job('gpu-2', 'reset-5', 'Complete')
     outdated = job('gpu-1', 'reset-10', 'Complete')
