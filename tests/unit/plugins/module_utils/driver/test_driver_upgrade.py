@@ -152,7 +152,8 @@ def test_the_rollout_never_cordons_evicts_or_replaces_the_driver_of_a_node_under
     cluster.nodes['c']['metadata']['labels'][REMEDIATION_STATE] = 'quarantine-required'
     moved = rollout(cluster).upgrade(['a', 'b', 'c'])
     assert moved['ready'] == ['a'] and moved['remediation'] == ['b', 'c']
-    assert [w[:2] for w in cluster.writes if w[0] in ('EVICT', 'DELETE')] == [('EVICT', 'train-a'), ('DELETE', 'driver-a')]
+    assert [w[:2] for w in cluster.writes if w[0] in ('EVICT', 'DELETE')] == [
+        ('EVICT', 'train-a'), ('DELETE', 'driver-a')]
     assert not [w for w in cluster.writes if w[1] in ('b', 'c') and w[0] == 'PATCH' and 'spec' in w[2]]
     assert cluster.nodes['c']['metadata']['labels'][du.STATE_LABEL] == du.UPGRADE_REQUIRED  # as the plan left it
     cluster.succeed_jobs('driver-upgrade', ['a'], moved['validation_keys'])
