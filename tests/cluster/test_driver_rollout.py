@@ -1,8 +1,8 @@
 """A driver version change on 12 GPU nodes on two RHCOS builds, through the deploy playbook: node by node within the
 budget, GPU workloads evicted through the Eviction API with a PodDisruptionBudget held, a run stopped after its first
-wave resumed, the manual policy and check mode changing nothing, a scheduled reconcile without the new version refused
-(no downgrade without driver_allow_downgrade), a rollback allowed in which a node whose driver fails stops the line,
-and a rollout that leaves a node under GPU remediation alone and takes it once its remediation is done.
+wave resumed, the manual policy and check mode changing nothing, a rollout that leaves a node under GPU remediation
+alone and takes it once its remediation is done, a scheduled reconcile without the new version refused (no downgrade
+without driver_allow_downgrade), and a rollback allowed in which a node whose driver fails stops the line.
 
 The invariants are checked by sampling the cluster every second and by the API server's audit log of pod deletions
 and evictions, not taken from the playbook's word. The simulator refuses to load a new driver on a node whose GPUs
@@ -229,63 +229,6 @@ def test_a_second_run_after_the_rollout_changes_nothing_and_creates_no_job(clust
     assert sorted(j.metadata.uid for j in cluster.batch.list_namespaced_job(namespace).items) == jobs
 
 
-def test_a_reconcile_without_the_new_version_refuses_the_downgrade_and_changes_nothing(cluster, fleet_ns):
-    spec, names, namespace, variables, _workloads = fleet_ns
-    # As a schedule that lacks the variable setting NEW runs it: the common role's default, OLD, is asked for.
-    scheduled = {key: value for key, value in variables.items() if key != "common_driver_version"}
-    before = snapshot(cluster, namespace, spec)
-    for check in (True, False):
-        run = playbook(cluster, "reconcile", scheduled, check=check)
-        name, result = run.failure()
-        assert name.endswith("Refuse a driver change to an older version"), (name, result.get("msg"))
-        assert result["msg"].startswith(
-            "refusing to downgrade the driver from %s to %s on %d GPU node(s) (%s): set driver_allow_downgrade: true "
-            "to do it. Nothing was changed." % (NEW, OLD, len(names), ", ".join(names))), result["msg"]
-        # Driver DaemonSets, every pod of the namespace and the nodes' labels and annotations as they were.
-        assert snapshot(cluster, namespace, spec) == before
-    images = driver_images(cluster, namespace)
-    assert sorted(images) == names and all(NEW in image for image in images.values()), images
-
-
-def test_an_allowed_rollback_in_which_a_nodes_driver_fails_stops_the_line(cluster, fleet_ns):
-    spec, names, namespace, variables, _workloads = fleet_ns
-    failing = [name for name in names if "gpu-ab" in name][0]
-    before = driver_images(cluster, namespace)
-    started = time.monotonic()
-    # BAD is older than NEW, which every node runs: a rollback, which only goes with driver_allow_downgrade.
-    run = playbook(cluster, "deploy", dict(variables, common_driver_version=BAD, driver_upgrade_max_parallel=4,
-                                           driver_upgrade_max_unavailable="4", driver_allow_downgrade=True))
-    _name, result = run.failure()
-    print("failure after %.1fs: %s" % (time.monotonic() - started, result["msg"]))
-    # The waves as the rollout planned them: a node already without a working driver when a wave is planned joins
-    # it ahead of name order (it costs no budget), so the waves are read from the plans, not derived from names.
-    waves = []
-    for name, task in run.results:
-        if "Plan the next wave" in name and task.get("wave"):
-            waves.append(task["wave"])
-            down = [n for n in task.get("nodes", []) if n["name"] in task.get("unavailable", [])]
-            print("wave %s; already without a working driver: %s" % (task["wave"], [
-                {key: n.get(key) for key in ("name", "state", "driver_ready", "gpus", "pod")} for n in down]))
-    assert "node %s is upgrade-failed" % failing in result["msg"], result["msg"]
-    assert "does not load on node %s" % failing in result["msg"], result["msg"]
-    after = states(cluster, names)
-    assert after[failing] == "upgrade-failed"
-    # Waves of at most four; the line stopped with the failing node's wave: an earlier wave moved, the rest untouched.
-    assert all(len(wave) <= 4 for wave in waves), waves
-    assert failing in waves[-1] and len(waves) >= 2, waves
-    moved = [name for wave in waves for name in wave]
-    images = driver_images(cluster, namespace)
-    for name in names:
-        if name in moved and name != failing:
-            assert BAD in images[name] and after[name] == "upgrade-done", (name, images[name], after[name])
-        elif name not in moved:
-            assert images[name] == before[name] and after[name] == "upgrade-required", (name, after[name])
-    status = status_of(cluster, {"common_namespace": namespace, "driver_node_selector": {FLEET_LABEL: spec["name"]}})
-    row = [row for row in status["nodes"] if row["node"] == failing][0]
-    assert row["driver_upgrade"] == "upgrade-failed" and "does not load" in row["driver_upgrade_failure"], row
-    assert not row["ready"]
-
-
 def validated_driver_nodes(cluster, namespace):
     """The nodes whose driver pod has passed the driver check (a succeeded Job keyed by its uid)."""
     pods = {p.spec.node_name: p.metadata.uid for p in cluster.core.list_namespaced_pod(
@@ -355,3 +298,61 @@ def test_a_node_under_gpu_remediation_is_left_alone_while_the_others_roll_out(cl
     assert states(cluster, [held])[held] == "upgrade-done"
     assert {p.spec.node_name: p.metadata.uid for p in cluster.core.list_namespaced_pod(
         namespace, label_selector=DRIVER_SELECTOR).items if not p.metadata.deletion_timestamp}[held] != pod_before
+
+
+def test_a_reconcile_without_the_new_version_refuses_the_downgrade_and_changes_nothing(cluster, fleet_ns):
+    spec, names, namespace, variables, _workloads = fleet_ns
+    # As a schedule that lacks the variable setting NEW runs it: the common role's default, OLD, is asked for.
+    scheduled = {key: value for key, value in variables.items() if key != "common_driver_version"}
+    before = snapshot(cluster, namespace, spec)
+    for check in (True, False):
+        run = playbook(cluster, "reconcile", scheduled, check=check)
+        name, result = run.failure()
+        assert name.endswith("Refuse a driver change to an older version"), (name, result.get("msg"))
+        assert result["msg"].startswith(
+            "refusing to downgrade the driver from %s to %s on %d GPU node(s) (%s): set driver_allow_downgrade: true "
+            "to do it. Nothing was changed." % (NEW, OLD, len(names), ", ".join(names))), result["msg"]
+        # Driver DaemonSets, every pod of the namespace and the nodes' labels and annotations as they were.
+        assert snapshot(cluster, namespace, spec) == before
+    images = driver_images(cluster, namespace)
+    assert sorted(images) == names and all(NEW in image for image in images.values()), images
+
+
+def test_an_allowed_rollback_in_which_a_nodes_driver_fails_stops_the_line(cluster, fleet_ns):
+    spec, names, namespace, variables, _workloads = fleet_ns
+    failing = [name for name in names if "gpu-ab" in name][0]
+    before = driver_images(cluster, namespace)
+    started = time.monotonic()
+    # BAD is older than NEW, which every node runs: a rollback, which only goes with driver_allow_downgrade.
+    run = playbook(cluster, "deploy", dict(variables, common_driver_version=BAD, driver_upgrade_max_parallel=4,
+                                           driver_upgrade_max_unavailable="4", driver_allow_downgrade=True))
+    _name, result = run.failure()
+    print("failure after %.1fs: %s" % (time.monotonic() - started, result["msg"]))
+    # The waves as the rollout planned them: a node already without a working driver when a wave is planned joins
+    # it ahead of name order (it costs no budget), so the waves are read from the plans, not derived from names.
+    waves = []
+    for name, task in run.results:
+        if "Plan the next wave" in name and task.get("wave"):
+            waves.append(task["wave"])
+            down = [n for n in task.get("nodes", []) if n["name"] in task.get("unavailable", [])]
+            print("wave %s; already without a working driver: %s" % (task["wave"], [
+                {key: n.get(key) for key in ("name", "state", "driver_ready", "gpus", "pod")} for n in down]))
+    assert "node %s is upgrade-failed" % failing in result["msg"], result["msg"]
+    assert "does not load on node %s" % failing in result["msg"], result["msg"]
+    after = states(cluster, names)
+    assert after[failing] == "upgrade-failed"
+    # Waves of at most four; the line stopped with the failing node's wave: an earlier wave moved, the rest untouched.
+    assert all(len(wave) <= 4 for wave in waves), waves
+    assert failing in waves[-1] and len(waves) >= 2, waves
+    moved = [name for wave in waves for name in wave]
+    images = driver_images(cluster, namespace)
+    for name in names:
+        if name in moved and name != failing:
+            assert BAD in images[name] and after[name] == "upgrade-done", (name, images[name], after[name])
+        elif name not in moved:
+            assert images[name] == before[name] and after[name] == "upgrade-required", (name, after[name])
+    status = status_of(cluster, {"common_namespace": namespace, "driver_node_selector": {FLEET_LABEL: spec["name"]}})
+    row = [row for row in status["nodes"] if row["node"] == failing][0]
+    assert row["driver_upgrade"] == "upgrade-failed" and "does not load" in row["driver_upgrade_failure"], row
+    assert not row["ready"]
+
