@@ -21,6 +21,13 @@ description:
     outdated C(upgrade-required) (and one whose driver is current again C(upgrade-done)), and returns the next wave,
     first the nodes an earlier run left in progress, then outdated nodes within the budget (O(max_parallel),
     O(max_unavailable)). Nodes labelled C(nvidia.com/gpu-driver-upgrade.skip=true) keep their driver.
+  - A node under GPU remediation (its label C(accelerators.gpu/gpu-remediation-state) in a state in progress,
+    C(quarantine-required) to C(uncordon-required), or held, C(rma) or C(failed); see
+    M(accelerators.gpu.gpu_remediation)) is left alone whatever its upgrade state - not cordoned, drained or given a
+    new driver pod, and not uncordoned by O(action=complete) - and keeps its driver until its remediation ends
+    (RV(remediation)). It counts against O(max_unavailable) (its GPUs serve no workload), not against
+    O(max_parallel). Its C(upgrade-required) label, which the remediation waits for, is removed; the next plan after
+    its remediation sets it again.
   - O(action=upgrade) takes each node of O(nodes) through C(cordon-required) (cordon; a node unschedulable before
     is recorded in the annotation C(nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable)),
     C(pod-deletion-required) (its GPU workloads evicted through the Eviction API, PodDisruptionBudgets respected, as
@@ -219,6 +226,15 @@ skipped_nodes:
   returned: action plan
   type: list
   elements: str
+remediation:
+  description:
+    - Nodes under GPU remediation, outdated or in an upgrade state in progress, left alone until their remediation
+      ends; each one's state in words is C(remediation) of its entry in RV(nodes), such as C(under GPU remediation
+      (accelerators.gpu/gpu-remediation-state=reset-required)).
+    - With O(action=upgrade), the nodes of O(nodes) found under GPU remediation since the plan, left alone.
+  returned: action plan or upgrade
+  type: list
+  elements: str
 unavailable:
   description: GPU nodes without a ready driver pod or without allocatable GPUs now.
   returned: action plan
@@ -245,7 +261,8 @@ steps:
   type: list
   elements: str
 nodes:
-  description: Per node, its upgrade state, driver pod, DaemonSet, whether it is outdated, ready, cordoned, its GPUs.
+  description: Per node, its upgrade state, driver pod, DaemonSet, whether it is outdated, ready, cordoned, its GPUs,
+    and C(remediation), its GPU remediation in words (empty when it is under none).
   returned: action plan
   type: list
   elements: dict

@@ -32,6 +32,10 @@ description:
     to C(true), absent ones too, so the device plugin's label, absent on such a node, is set to C(false) with the
     layout (the MIG manager leaves C(false) alone; annotation C(accelerators.gpu/mig.device-plugin-pinned)) and
     removed once the layout is applied, so that no device plugin starts beside the kubelet plugin.
+  - A node under GPU remediation (its label C(accelerators.gpu/gpu-remediation-state) in a state in progress,
+    C(quarantine-required) to C(uncordon-required), or held, C(rma) or C(failed); see
+    M(accelerators.gpu.gpu_remediation)) is left alone by I(action=check), I(action=apply) and I(action=default) -
+    neither checked nor labelled, and named in RV(remediation) with its state. Run again once its remediation ended.
   - I(action=default) sets I(config) on the nodes that name no layout; I(action=remove) removes
     C(nvidia.com/mig.config) and C(nvidia.com/mig.config.state) where the value is still the one this module set
     (annotation C(accelerators.gpu/mig.config)), and the annotation.
@@ -117,6 +121,13 @@ expected:
   returned: when action is check or apply
   type: dict
   sample: {gpu-a100-0: {nvidia.com/gpu: 0, nvidia.com/mig-1g.10gb: 56}, gpu-dra-0: {gpu: 0, mig-3g.40gb: 2}}
+remediation:
+  description: The nodes left alone as under GPU remediation, each with its state, in words.
+  returned: when action is check, apply or default
+  type: list
+  elements: str
+  sample: ["node gpu-a100-1: under GPU remediation (accelerators.gpu/gpu-remediation-state=reset-required), its MIG
+    layout not changed"]
 restarted:
   description: The DRA kubelet plugin pods (namespace/name) restarted so that they publish the layout's devices.
   returned: when action is apply and not in check mode

@@ -1,7 +1,8 @@
 """A driver version change on 12 GPU nodes on two RHCOS builds, through the deploy playbook: node by node within the
 budget, GPU workloads evicted through the Eviction API with a PodDisruptionBudget held, a run stopped after its first
-wave resumed, the manual policy and check mode changing nothing, a scheduled reconcile without the new version refused
-(no downgrade without driver_allow_downgrade), and a rollback allowed in which a node whose driver fails stops the line.
+wave resumed, the manual policy and check mode changing nothing, a rollout that leaves a node under GPU remediation
+alone and takes it once its remediation is done, a scheduled reconcile without the new version refused (no downgrade
+without driver_allow_downgrade), and a rollback allowed in which a node whose driver fails stops the line.
 
 The invariants are checked by sampling the cluster every second and by the API server's audit log of pod deletions
 and evictions, not taken from the playbook's word. The simulator refuses to load a new driver on a node whose GPUs
@@ -34,6 +35,8 @@ BUILD_SECONDS = 2
 GPU = "nvidia.com/gpu"
 BUDGET = 3  # 25 % of 12 GPU nodes
 WORKLOADS = "gpu-workloads"
+REMEDIATION_STATE = "accelerators.gpu/gpu-remediation-state"
+REMEDIATION_TAINT = "accelerators.gpu/gpu-remediation"
 
 
 def node_groups():
@@ -226,6 +229,77 @@ def test_a_second_run_after_the_rollout_changes_nothing_and_creates_no_job(clust
     assert sorted(j.metadata.uid for j in cluster.batch.list_namespaced_job(namespace).items) == jobs
 
 
+def validated_driver_nodes(cluster, namespace):
+    """The nodes whose driver pod has passed the driver check (a succeeded Job keyed by its uid)."""
+    pods = {p.spec.node_name: p.metadata.uid for p in cluster.core.list_namespaced_pod(
+        namespace, label_selector=DRIVER_SELECTOR).items if not p.metadata.deletion_timestamp}
+    jobs = cluster.batch.list_namespaced_job(namespace, label_selector="accelerators.gpu/validation=driver").items
+    return sorted(job.metadata.annotations["accelerators.gpu/node"] for job in jobs
+                  if (job.status.succeeded or 0) > 0
+                  and pods.get(job.metadata.annotations.get("accelerators.gpu/node")) in (
+                      job.metadata.annotations.get("accelerators.gpu/validated-pods") or "").split(","))
+
+
+def quarantine(cluster, name, state):
+    """The node's remediation state label and, but for done (the node returned), the marks of a node taken: the
+    cordon and the NoSchedule taint."""
+    taken = state != "done"
+    node = cluster.core.read_node(name)
+    taints = [{"key": t.key, "value": t.value, "effect": t.effect} for t in node.spec.taints or []
+              if t.key != REMEDIATION_TAINT]
+    if taken:
+        taints.append({"key": REMEDIATION_TAINT, "value": "reset", "effect": "NoSchedule"})
+    cluster.core.patch_node(name, {"metadata": {"labels": {REMEDIATION_STATE: state}},
+                                   "spec": {"unschedulable": taken, "taints": taints}})
+
+
+def test_a_node_under_gpu_remediation_is_left_alone_while_the_others_roll_out(cluster, fleet_ns):
+    spec, names, namespace, variables, workloads = fleet_ns
+    # A node whose driver pod passed the driver check: the deploy validates no node under remediation here (its
+    # quarantine taint would keep the check's Job off it).
+    held = [name for name in validated_driver_nodes(cluster, namespace)
+            if states(cluster, [name])[name] != "upgrade-failed"][0]
+    quarantine(cluster, held, "reset-required")
+    pod_before = {p.spec.node_name: p.metadata.uid for p in cluster.core.list_namespaced_pod(
+        namespace, label_selector=DRIVER_SELECTOR).items}[held]
+    image_before, state_before = driver_images(cluster, namespace)[held], states(cluster, [held])[held]
+    on_held = sorted(p.metadata.uid for p in cluster.core.list_namespaced_pod(workloads).items
+                     if p.spec.node_name == held)
+    # A changed environment makes every driver pod outdated, whichever version it runs now (NEW is no downgrade).
+    values = dict(variables, common_driver_version=NEW, driver_upgrade_max_unavailable="4",
+                  driver_env=[{"name": "REMEDIATION_TEST", "value": "1"}])
+    run = playbook(cluster, "deploy", values).succeeded()
+    plans = [task for name, task in run.results if "Plan the next wave" in name and task.get("wave")]
+    assert plans, [name for name, _task in run.results]
+    words = "%s under GPU remediation (%s=reset-required)" % (held, REMEDIATION_STATE)
+    for plan in plans:
+        # Never in a wave, not counted in progress, but among the unavailable: three of four at a time.
+        assert held in plan["remediation"] and held not in plan["wave"] + plan["in_progress"], plan
+        assert len(plan["wave"]) <= 3, plan["wave"]
+    said = [task.get("msg", "") for name, task in run.results if "GPU remediation" in name or "rollout plan" in name]
+    assert any(words in msg and "left alone" in msg.lower() for msg in said), said
+    node = cluster.core.read_node(held)
+    assert node.metadata.labels[REMEDIATION_STATE] == "reset-required" and node.spec.unschedulable
+    assert REMEDIATION_TAINT in [t.key for t in node.spec.taints or []]
+    # Its upgrade-required label taken off (the remediation waits for it); any other state as it was.
+    assert states(cluster, [held])[held] == (None if state_before == "upgrade-required" else state_before)
+    pods = {p.spec.node_name: p.metadata.uid for p in cluster.core.list_namespaced_pod(
+        namespace, label_selector=DRIVER_SELECTOR).items if not p.metadata.deletion_timestamp}
+    assert pods[held] == pod_before and driver_images(cluster, namespace)[held] == image_before
+    assert sorted(p.metadata.uid for p in cluster.core.list_namespaced_pod(workloads).items
+                  if p.spec.node_name == held and not p.metadata.deletion_timestamp) == on_held
+    others = [name for name in names if name != held]
+    images = driver_images(cluster, namespace)
+    assert all(NEW in images[name] for name in others), images
+    assert {name: state for name, state in states(cluster, others).items() if state != "upgrade-done"} == {}
+    # Its remediation done (and the node returned), the next run rolls it out as any node.
+    quarantine(cluster, held, "done")
+    playbook(cluster, "deploy", values).succeeded()
+    assert states(cluster, [held])[held] == "upgrade-done"
+    assert {p.spec.node_name: p.metadata.uid for p in cluster.core.list_namespaced_pod(
+        namespace, label_selector=DRIVER_SELECTOR).items if not p.metadata.deletion_timestamp}[held] != pod_before
+
+
 def test_a_reconcile_without_the_new_version_refuses_the_downgrade_and_changes_nothing(cluster, fleet_ns):
     spec, names, namespace, variables, _workloads = fleet_ns
     # As a schedule that lacks the variable setting NEW runs it: the common role's default, OLD, is asked for.
@@ -281,3 +355,4 @@ def test_an_allowed_rollback_in_which_a_nodes_driver_fails_stops_the_line(cluste
     row = [row for row in status["nodes"] if row["node"] == failing][0]
     assert row["driver_upgrade"] == "upgrade-failed" and "does not load" in row["driver_upgrade_failure"], row
     assert not row["ready"]
+

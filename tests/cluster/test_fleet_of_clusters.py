@@ -3,8 +3,9 @@ on different RHCOS builds and one Kubernetes, two GPU nodes each), every playboo
 own credentials from the inventory alone (no KUBECONFIG, no K8S_AUTH_* in the environment): a deploy of all three in
 one run, no-op reconciles over three and one, failing GPUs remediated one cluster after the other, clusters that
 cannot be reached failing alone or stopping a fleet rollout, a driver change rolled out canary first, and one stopped
-by a driver fault in its second batch's cluster with the third left exactly as it was. Each API server's audit log records every request: credentials of one cluster never
-reach another, and no run prints a token. One story, in order, on one fleet: the clusters are the expensive part.
+by a driver fault in its second batch's cluster with the third left exactly as it was. Each API server's audit log
+records every request: credentials of one cluster never reach another, and no run prints a token. One story, in
+order, on one fleet: the clusters are the expensive part.
 """
 
 import json

@@ -94,6 +94,10 @@ class Rollout(object):
                     self.set_state(entry, upgrade_plan.UPGRADE_REQUIRED)
                 elif not entry['outdated'] and entry['state'] == upgrade_plan.UPGRADE_REQUIRED:
                     self.set_state(entry, upgrade_plan.UPGRADE_DONE)
+                elif entry['remediation'] and entry['state'] == upgrade_plan.UPGRADE_REQUIRED:
+                    # Not waiting for this rollout but for its remediation, which waits for a node labelled so (the
+                    # remediation's other_owner): the label goes, and comes back once the remediation ended.
+                    self.set_state(entry, None)
         plan['nodes'] = states
         return plan
 
@@ -106,7 +110,9 @@ class Rollout(object):
         unknown = [name for name in names if name not in by_name]
         if unknown:
             raise TaskError('no driver pod of this collection runs on node(s) %s' % ', '.join(unknown))
-        wave = [by_name[name] for name in names]
+        # A node under remediation since the plan stays as it is (the plan leaves it out; this closes the gap).
+        wave = [by_name[name] for name in names if not by_name[name]['remediation']]
+        remediation = [name for name in names if by_name[name]['remediation']]
         failed = []
         moving = [entry for entry in wave if entry['state'] not in upgrade_plan.DRIVER_REPLACED]
         started = self.clock()
@@ -141,6 +147,7 @@ class Rollout(object):
             failed.extend(self._wait_for_drivers(moving))
         ready = [entry for entry in wave if entry['state'] in upgrade_plan.DRIVER_REPLACED]
         return {
+            'remediation': remediation,
             'ready': [entry['name'] for entry in ready],
             'validation_keys': dict((entry['name'], entry['pod_uid']) for entry in ready),
             'dra_nodes': [entry['name'] for entry in ready if entry['dra']],
@@ -229,7 +236,8 @@ class Rollout(object):
             entry = by_name.get(name)
             if entry is None:
                 raise TaskError('no driver pod of this collection runs on node %s' % name)
-            if entry['state'] == upgrade_plan.UPGRADE_DONE or (entry['state'] not in upgrade_plan.IN_PROGRESS and not entry['outdated']):
+            if entry['state'] == upgrade_plan.UPGRADE_DONE or entry['remediation'] or (
+                    entry['state'] not in upgrade_plan.IN_PROGRESS and not entry['outdated']):
                 continue
             why = _not_validated(entry, jobs, self.params['validation_checks'])
             if why:

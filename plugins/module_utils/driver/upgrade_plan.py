@@ -5,6 +5,9 @@
 The state is the GPU Operator's (k8s-operator-libs pkg/upgrade): the node label nvidia.com/gpu-driver-upgrade-state
 with its values, the skip label and the annotation recording that a node was unschedulable before the upgrade.
 Nothing is kept anywhere else, so a run that was interrupted resumes from what the nodes say.
+
+A node under GPU remediation (remediation.state.under_remediation) is another owner's: the rollout leaves it alone,
+as the GPU Operator leaves a node labelled to be skipped, whatever its upgrade state.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -19,6 +22,7 @@ from ..operands.checks.allocatable import allocatable_count
 from ..operands.checks.daemonsets import REVISION_HASH_LABEL, newest_revision_hash, outdated_revision_hashes
 from ..operands.checks.objects import owned_by, pod_node
 from ..operands.checks.pods import pod_is_ready
+from ..remediation.state import under_remediation
 from .configurations import IMPLICIT_DEFAULT, NEXT_OWNER_LABEL, OWNER_LABEL
 
 STATE_LABEL = DRIVER_UPGRADE_STATE_LABEL
@@ -114,6 +118,8 @@ def node_driver_states(nodes, daemonsets, revisions, pods, dra_devices=None):
             'name': meta.get('name'),
             'state': labels.get(STATE_LABEL, ''),
             'skip': labels.get(SKIP_LABEL) == 'true',
+            # Why the node is another owner's now, in words, or ''.
+            'remediation': under_remediation(labels),
             'unschedulable': bool((node.get('spec') or {}).get('unschedulable')),
             'initially_unschedulable': annotations.get(INITIAL_STATE_ANNOTATION) == 'true',
             'failure': annotations.get(FAILURE_ANNOTATION, ''),
@@ -142,6 +148,12 @@ def node_driver_states(nodes, daemonsets, revisions, pods, dra_devices=None):
     return sorted(states, key=lambda entry: entry['name'])
 
 
+def _unavailable(entry):
+    """Whether the node's GPUs serve no workload now: no working driver (a ready driver pod and allocatable GPUs), or
+    under GPU remediation (cordoned and tainted), as the GPU Operator counts a cordoned node unavailable."""
+    return not entry['available'] or bool(entry['remediation'])
+
+
 def rollout_plan(states, max_parallel, max_unavailable):
     """The rollout as it stands, and its next wave.
 
@@ -149,15 +161,18 @@ def rollout_plan(states, max_parallel, max_unavailable):
     first: a re-run resumes them. Then outdated nodes in name order, as many as the budget allows: at most
     max_parallel nodes in a wave (0: no limit), and at most max_unavailable GPU nodes without a working driver (a
     ready driver pod and allocatable GPUs) at once, counting those already so. Skipped nodes (skip label) keep their
-    driver. Returns a dict of node name lists and the wave; 'stuck' says why no node can start when some should.
+    driver. Nodes under GPU remediation are left alone whatever their upgrade state ('remediation': outdated or in
+    progress, they wait for their remediation to end); they count among the unavailable, not among those in
+    progress. Returns a dict of node name lists and the wave; 'stuck' says why no node can start when some should.
     """
     total = len(states)
     budget = resolve_budget(max_unavailable, total)
-    in_progress = [s['name'] for s in states if s['state'] in IN_PROGRESS]
-    skipped = [s['name'] for s in states if s['skip'] and s['outdated'] and s['name'] not in in_progress]
+    remediation = [s['name'] for s in states if s['remediation'] and (s['outdated'] or s['state'] in IN_PROGRESS)]
+    in_progress = [s['name'] for s in states if s['state'] in IN_PROGRESS and not s['remediation']]
+    skipped = [s['name'] for s in states if s['skip'] and s['outdated'] and s['name'] not in in_progress + remediation]
     waiting = [s['name'] for s in states
-               if s['outdated'] and not s['skip'] and s['name'] not in in_progress]
-    unavailable_elsewhere = [s['name'] for s in states if not s['available'] and s['name'] not in in_progress]
+               if s['outdated'] and not s['skip'] and s['name'] not in in_progress + remediation]
+    unavailable_elsewhere = [s['name'] for s in states if _unavailable(s) and s['name'] not in in_progress]
     room = budget - len(unavailable_elsewhere) - len(in_progress)
     parallel = max_parallel - len(in_progress) if max_parallel else len(waiting)
     starting = []
@@ -178,10 +193,11 @@ def rollout_plan(states, max_parallel, max_unavailable):
         'in_progress': in_progress,
         'upgrade_failed': [s['name'] for s in states if s['state'] == UPGRADE_FAILED],
         'skipped_nodes': skipped,
+        'remediation': remediation,
         'unavailable': [s['name'] for s in states if not s['available']],
         'unknown': [s['name'] for s in states if not s['revision_known']],
         'wave': in_progress + starting,
-        'done': [s['name'] for s in states if not s['outdated'] and s['name'] not in in_progress],
+        'done': [s['name'] for s in states if not s['outdated'] and s['name'] not in in_progress + remediation],
         'stuck': '',
     }
     if waiting and not plan['wave']:
@@ -190,7 +206,8 @@ def rollout_plan(states, max_parallel, max_unavailable):
             'and %s already %s: %s' % (
                 budget, max_unavailable, total, len(unavailable_elsewhere),
                 'is' if len(unavailable_elsewhere) == 1 else 'are',
-                ', '.join(unavailable_elsewhere)) if unavailable_elsewhere
+                ', '.join('%s (%s)' % (s['name'], s['remediation']) if s['remediation'] else s['name']
+                          for s in states if s['name'] in unavailable_elsewhere)) if unavailable_elsewhere
             else 'max_parallel %s leaves no room' % max_parallel)
     return plan
 
@@ -200,7 +217,7 @@ def waves(states, max_parallel, max_unavailable):
     a list of node name lists."""
     budget = resolve_budget(max_unavailable, len(states))
     plan = rollout_plan(states, max_parallel, max_unavailable)
-    down = len([s for s in states if not s['available'] and s['name'] not in plan['in_progress']])
+    down = len([s for s in states if _unavailable(s) and s['name'] not in plan['in_progress']])
     size = max(0, budget - down)
     if max_parallel:
         size = min(size, max_parallel)

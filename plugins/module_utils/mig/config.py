@@ -14,6 +14,9 @@ device plugin, GPU feature discovery and the DCGM ones, by their deploy labels):
 plugin pod is restarted here so that it publishes the new devices. The MIG manager also sets the deploy labels of the
 clients it stops back to true, absent ones too, which would start the device plugin beside the kubelet plugin: the
 device plugin's label is pinned to false for the change (the MIG manager leaves false as it is) and removed after.
+
+A node under GPU remediation (remediation.state.under_remediation) is another owner's: its layout is neither changed
+nor checked (its GPUs may be in a reset or gone), and it is named in the result.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -28,6 +31,7 @@ from ..k8s.errors import TaskError
 from ..nodes.facts import DEPLOY_LABEL_PREFIX, DEVICE_PLUGIN, DRA_DRIVER
 from ..nodes.gfd_labels import COUNT, MIG_CAPABLE, PCI_DEVICES, gpu_summary
 from ..operands.waiter import Lost
+from ..remediation.state import under_remediation
 from .parted import GPU_RESOURCE, MIG_RESOURCE_PREFIX, LayoutError, advertised_resources, dra_devices, gpu_layouts
 
 CONFIG_LABEL = 'nvidia.com/mig.config'
@@ -78,6 +82,17 @@ def refusals(nodes, names):
         elif not summary['mig_capable']:
             found.append('node %s: GPU %s is not MIG-capable' % (name, summary['product']))
     return found
+
+
+def left_alone(nodes, names):
+    """The named nodes (Node dicts in nodes; missing ones are refusals' to name) under GPU remediation, each in words:
+    ['node gpu-1: under GPU remediation (accelerators.gpu/gpu-remediation-state=reset-required), its MIG layout not
+    changed'], in the order of names, and their names."""
+    by_name = dict((_metadata(node).get('name'), node) for node in nodes)
+    words = [(name, under_remediation(_labels(by_name[name]))) for name in names if name in by_name]
+    left = [(name, why) for name, why in words if why]
+    return (['node %s: %s, its MIG layout not changed' % (name, why) for name, why in left],
+            [name for name, _why in left])
 
 
 def strategy_refusal(layouts_by_node, layout, strategy):
@@ -223,24 +238,32 @@ def _selected_nodes(api, params):
     return nodes, names
 
 
-def _patch_each(api, params, plan):
-    """Patch each node as plan(node) says ({} for nothing); the nodes patched."""
+def _patch_each(api, params, plan, leave=False):
+    """Patch each node as plan(node) says ({} for nothing); the nodes patched. With leave, the nodes under GPU
+    remediation are not, and are reported in words (left_alone): a layout asked for would change their GPUs."""
     nodes, names = _selected_nodes(api, params)
     by_name = dict((_metadata(node)['name'], node) for node in nodes)
     missing = [name for name in names if name not in by_name]
     if missing:
         raise TaskError('nodes not found: %s' % ', '.join(missing))
-    patches = dict((name, plan(by_name[name])) for name in names)
-    patched = [name for name in names if patches[name]]
+    words, left = left_alone(nodes, names) if leave else ([], [])
+    patches = dict((name, plan(by_name[name])) for name in names if name not in left)
+    patched = [name for name in names if patches.get(name)]
     for name in patched:
         api.patch_node(name, patches[name])
-    return {'changed': bool(patched), 'nodes': patched}
+    result = {'changed': bool(patched), 'nodes': patched}
+    if leave:
+        result['remediation'] = words
+    return result
 
 
 def _check(api, params):
-    """The nodes, their names, the parsed layouts and each node's expected resources; fails before any change when a
-    node cannot take the layout or the layout is unknown."""
+    """The nodes, the names of those to act on, each one's expected resources and the words on those left alone, under
+    GPU remediation (left_alone); fails before any change when a node cannot take the layout or the layout is
+    unknown."""
     nodes, names = _selected_nodes(api, params)
+    words, left = left_alone(nodes, names)
+    names = [name for name in names if name not in left]
     problems = refusals(nodes, names)
     if problems:
         raise TaskError('MIG layout %s refused, nothing changed: %s' % (params['config'], '; '.join(problems)),
@@ -257,7 +280,7 @@ def _check(api, params):
                                params['config'], params['mig_strategy'])
     if refusal:
         raise TaskError(refusal, refused=[refusal])
-    return by_name, names, expected
+    return by_name, names, expected, words
 
 
 def read_slices(api, nodes):
@@ -330,18 +353,20 @@ def _wait(api, names, layout, expected, params, clock, sleep):
 def run(module, api, clock=time.monotonic, sleep=time.sleep):
     """The module's work, by action: check (refuse nodes and layouts that cannot be, change nothing; return the nodes
     whose layout would change), apply (label and wait for the MIG manager and the advertised resources), default
-    (label the nodes naming no layout) or remove (the uninstall's removal)."""
+    (label the nodes naming no layout) or remove (the uninstall's removal). All but remove leave the nodes under GPU
+    remediation as they are and name them in 'remediation'."""
     params = module.params
     action = params['action']
     if action == 'remove':
         return _patch_each(api, params, removal_patch)
     if action == 'default':
-        return _patch_each(api, params, functools.partial(config_patch, layout=params['config'], only_unlabelled=True))
-    by_name, names, expected = _check(api, params)
+        return _patch_each(api, params, functools.partial(config_patch, layout=params['config'], only_unlabelled=True),
+                           leave=True)
+    by_name, names, expected, words = _check(api, params)
     slices = read_slices(api, [by_name[name] for name in names])
     changing = [name for name in names if layout_progress(
         by_name[name], params['config'], expected[name], published_kinds(slices, name))[0] != 'success']
-    result = {'nodes': names, 'changing': changing, 'expected': expected}
+    result = {'nodes': names, 'changing': changing, 'expected': expected, 'remediation': words}
     if action == 'check':
         return dict(result, changed=False)
     for name in changing:

@@ -80,6 +80,16 @@ def next_state(state, action):
     raise ValueError('no step follows state %r' % state)
 
 
+def under_remediation(labels):
+    """Whether a node (its labels) is under GPU remediation, in words for the other owners' reports, or '': its
+    state in progress or held (rma, failed). Done, absent or a value the remediation does not know is not: the
+    remediation itself reports an unknown value and leaves that node alone."""
+    state = (labels or {}).get(STATE_LABEL, '')
+    if state in IN_PROGRESS + HELD:
+        return 'under GPU remediation (%s=%s)' % (STATE_LABEL, state)
+    return ''
+
+
 def _metadata(node):
     return node.get('metadata') or {}
 

@@ -19,6 +19,7 @@ import json
 from ..driver.names import PlanError, driver_daemonset_name, os_tag, precompiled_daemonset_name
 from ..nodes.facts import KERNEL_LABEL, node_facts, sanitize_label_value
 from ..operands.checks.objects import json_annotation
+from ..remediation.state import under_remediation
 
 RECORD_ANNOTATION = 'accelerators.gpu/rhcos-upgrade'
 OSTREE_LABEL = 'feature.node.kubernetes.io/system-os_release.OSTREE_VERSION'
@@ -30,8 +31,9 @@ MCD_REASON = 'machineconfiguration.openshift.io/reason'
 # Phases of a node: done (at the pool's config, on the target build, Ready and, for a GPU node, validated there),
 # moving (the pool targets it and it is not done: draining, rebooting, or back and not validated yet),
 # waiting (the machine-config operator may pick it), blocked (cordoned or NotReady: the operator never picks it),
-# mismatch (at the pool's config, but running another build than the target).
-PHASES = ('done', 'moving', 'waiting', 'blocked', 'mismatch')
+# mismatch (at the pool's config, but running another build than the target), remediation (not taken, and under GPU
+# remediation: another owner's, left alone until that ends).
+PHASES = ('done', 'moving', 'waiting', 'blocked', 'mismatch', 'remediation')
 
 
 def _ready_condition(node):
@@ -63,6 +65,8 @@ def _common_entry(node, facts, target):
         # Noted as taken by this upgrade: its record targets the build (or kernel). Records stay after an upgrade:
         # an earlier one's (another `to`) does not count.
         'taken': record.get('to') == target,
+        # Why the node is another owner's now, in words, or ''.
+        'remediation': under_remediation((node.get('metadata') or {}).get('labels')),
     }
     entry['validated'] = entry['taken'] and record.get('result') == 'validated'
     return entry, annotations
@@ -101,6 +105,9 @@ def node_state(node, config, target):
             entry['phase'] = 'done'
         else:
             entry['phase'] = 'moving'
+    elif entry['remediation']:
+        # Cordoned by its quarantine: the machine-config operator would not pick it, and no wave counts on it.
+        entry['phase'] = 'remediation'
     elif entry['cordoned'] or not entry['ready']:
         entry['phase'] = 'blocked'
     else:
@@ -111,8 +118,8 @@ def node_state(node, config, target):
 def kernel_node_state(node, target):
     """One node's standing in a kernel upgrade driven by cordon, drain and the user's reboot (no pool): done (runs
     the target kernel, Ready and, for a node this upgrade took, validated there and as cordoned as before), moving
-    (taken: its record targets the kernel, and not done), waiting (Ready, not on the target), blocked (NotReady
-    and not taken)."""
+    (taken: its record targets the kernel, and not done), remediation (not taken, under GPU remediation), waiting
+    (Ready, not on the target), blocked (NotReady and not taken)."""
     facts = node_facts(node)
     entry, _annotations = _common_entry(node, facts, target)
     record, taken = entry['record'], entry['taken']
@@ -133,6 +140,8 @@ def kernel_node_state(node, target):
         entry['phase'] = 'done'
     elif taken:
         entry['phase'] = 'moving'
+    elif entry['remediation']:
+        entry['phase'] = 'remediation'
     elif not entry['ready']:
         entry['phase'] = 'blocked'
     else:
@@ -145,7 +154,7 @@ def upgrade_state(nodes, pool, target):
     (None or empty: the drain method), the nodes in the upgrade to kernel `target` (kernel_node_state()).
 
     Returns {config: the pool's target rendered config, paused, nodes: [node_state()], and by phase the names of
-    the nodes in it (done, moving, waiting, blocked, mismatch), out: GPU nodes moving, reboot: nodes moving whose
+    the nodes in it (done, moving, waiting, blocked, mismatch, remediation), out: GPU nodes moving, reboot: nodes moving whose
     reboot step has not run (drain method), label_key and label_value: the NFD label that says what a node runs
     and its value on the target}.
     """

@@ -147,8 +147,8 @@ def test_a_refusal_writes_nothing():
 
 
 def rollout_state(name, configuration, outdated=True):
-    return {'name': name, 'configuration': configuration, 'state': '', 'skip': False, 'outdated': outdated,
-            'available': True, 'revision_known': True}
+    return {'name': name, 'configuration': configuration, 'state': '', 'skip': False, 'remediation': '',
+            'outdated': outdated, 'available': True, 'revision_known': True}
 
 
 def test_each_configuration_rolls_out_within_its_own_budget():

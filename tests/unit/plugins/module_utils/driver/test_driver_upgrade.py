@@ -111,6 +111,62 @@ def test_nodes_already_without_a_working_driver_take_the_budget_and_skipped_node
     assert stuck['wave'] == [] and 'already is: a' in stuck['stuck']
 
 
+REMEDIATION_STATE = 'accelerators.gpu/gpu-remediation-state'
+
+
+def test_a_node_under_remediation_is_left_alone_counted_unavailable_not_in_progress():
+    ds = daemonset()
+    nodes = [node('a'), node('b', unschedulable=True), node('c', state=du.CORDON_REQUIRED, unschedulable=True),
+             node('d'), node('e', unschedulable=True)]
+    nodes[1]['metadata']['labels'][REMEDIATION_STATE] = 'reset-required'
+    nodes[2]['metadata']['labels'][REMEDIATION_STATE] = 'rma'
+    nodes[4]['metadata']['labels'][REMEDIATION_STATE] = 'done'  # no longer: rolled out as any
+    pods = [driver_pod(name, OLD, ds) for name in 'abcde']
+    states = states_of(nodes, pods, ds)
+    assert [s['remediation'] for s in states][1] == (
+        'under GPU remediation (accelerators.gpu/gpu-remediation-state=reset-required)')
+    plan = du.rollout_plan(states, 1, 3)
+    # b and c wait for their remediation, c although its upgrade state is in progress; neither takes max_parallel.
+    assert plan['remediation'] == ['b', 'c'] and plan['in_progress'] == [] and plan['waiting'] == ['a', 'd', 'e']
+    assert plan['wave'] == ['a'] and 'b' not in plan['done'] + plan['skipped_nodes']
+    # Their GPUs serve nothing: they take two of max_unavailable 3.
+    assert du.rollout_plan(states, 0, 3)['wave'] == ['a']
+    assert du.waves(states, 0, 3) == [['a'], ['d'], ['e']]
+    stuck = du.rollout_plan(states, 0, 2)
+    assert stuck['wave'] == [] and 'b (under GPU remediation (accelerators.gpu/gpu-remediation-state=' \
+        'reset-required)), c (under GPU remediation' in stuck['stuck']
+
+
+def test_the_rollout_never_cordons_evicts_or_replaces_the_driver_of_a_node_under_remediation():
+    cluster = RolloutCluster(['a', 'b', 'c'])
+    cluster.nodes['b']['metadata']['labels'][REMEDIATION_STATE] = 'reset-required'
+    cluster.nodes['b']['spec']['unschedulable'] = True
+    # Labelled upgrade-required before its remediation began, which waits for that label to go.
+    cluster.nodes['b']['metadata']['labels'][du.STATE_LABEL] = du.UPGRADE_REQUIRED
+    plan = rollout(cluster, max_unavailable=2).plan()
+    assert plan['remediation'] == ['b'] and plan['wave'] == ['a'] and plan['waiting'] == ['a', 'c']
+    assert du.STATE_LABEL not in cluster.nodes['b']['metadata']['labels']
+    assert [n['remediation'] for n in plan['nodes'] if n['name'] == 'b'] == [
+        'under GPU remediation (accelerators.gpu/gpu-remediation-state=reset-required)']
+    # A node that went under remediation after the plan is left out of its wave.
+    cluster.nodes['c']['metadata']['labels'][REMEDIATION_STATE] = 'quarantine-required'
+    moved = rollout(cluster).upgrade(['a', 'b', 'c'])
+    assert moved['ready'] == ['a'] and moved['remediation'] == ['b', 'c']
+    assert [w[:2] for w in cluster.writes if w[0] in ('EVICT', 'DELETE')] == [
+        ('EVICT', 'train-a'), ('DELETE', 'driver-a')]
+    assert not [w for w in cluster.writes if w[1] in ('b', 'c') and w[0] == 'PATCH' and 'spec' in w[2]]
+    assert cluster.nodes['c']['metadata']['labels'][du.STATE_LABEL] == du.UPGRADE_REQUIRED  # as the plan left it
+    cluster.succeed_jobs('driver-upgrade', ['a'], moved['validation_keys'])
+    assert rollout(cluster).complete(['a', 'b'])['completed'] == ['a']
+    assert cluster.nodes['b']['spec']['unschedulable'] is True  # still quarantined
+    # Once its remediation is done, the rollout takes it as any node.
+    cluster.nodes['b']['metadata']['labels'][REMEDIATION_STATE] = 'done'
+    cluster.nodes['c']['metadata']['labels'].pop(REMEDIATION_STATE)
+    again = rollout(cluster, max_unavailable=1).plan()
+    assert again['remediation'] == [] and again['waiting'] == ['b', 'c']
+    assert cluster.nodes['b']['metadata']['labels'][du.STATE_LABEL] == du.UPGRADE_REQUIRED
+
+
 def test_an_outdated_node_already_down_costs_no_budget():
     ds = daemonset()
     nodes = [node('a', gpus=0), node('b'), node('c')]

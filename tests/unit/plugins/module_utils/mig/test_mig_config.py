@@ -211,6 +211,31 @@ def test_default_labels_only_unlabelled_mig_nodes_and_remove_takes_back_only_tho
         run_module_work(api, action='remove', nodes=['gone'])
 
 
+REMEDIATION_STATE = 'accelerators.gpu/gpu-remediation-state'
+
+
+def test_a_node_under_gpu_remediation_is_neither_checked_nor_labelled_and_is_named():
+    done = {'nvidia.com/gpu': '0', 'nvidia.com/mig-1g.10gb': '14'}
+    # Its GPU feature discovery labels may be gone while its GPUs are reset: not refused for that either.
+    quarantined = node('q', {REMEDIATION_STATE: 'reset-required'})
+    held = node('h', dict(A100, **{REMEDIATION_STATE: 'rma'}))
+    api = FakeAPI([node('a', dict(A100)), quarantined, held, node('r', dict(A100, **{REMEDIATION_STATE: 'done'}))],
+                  {'a': ('success', done), 'r': ('success', done)})
+    checked = run_module_work(api, action='check', nodes=['a', 'q', 'h', 'r'])
+    assert checked['changing'] == ['a', 'r'] and checked['nodes'] == ['a', 'r']
+    assert checked['remediation'] == [
+        'node q: under GPU remediation (accelerators.gpu/gpu-remediation-state=reset-required), its MIG layout not '
+        'changed',
+        'node h: under GPU remediation (accelerators.gpu/gpu-remediation-state=rma), its MIG layout not changed']
+    applied = run_module_work(api, nodes=['a', 'q', 'h', 'r'])
+    assert [name for name, _patch in api.patches] == ['a', 'r'] and len(applied['remediation']) == 2
+    defaulted = run_module_work(api, action='default', config='all-disabled',
+                                label_selector='nvidia.com/mig.capable=true')
+    assert defaulted['nodes'] == [] and CONFIG_LABEL not in api.nodes['h']['metadata']['labels']
+    assert defaulted['remediation'] == [
+        'node h: under GPU remediation (accelerators.gpu/gpu-remediation-state=rma), its MIG layout not changed']
+
+
 class DraAPI(FakeAPI):
     """Nodes of the DRA stack: the kubelet plugin's ResourceSlice publishes the devices the node's GPUs had when its
     pod started; a pod deleted is replaced by one that finds the layout applied."""

@@ -141,3 +141,16 @@ def test_the_untaint_keeps_the_cordon_and_the_other_taints():
     other = {'key': 'example.com/maintenance', 'effect': 'NoExecute'}
     node = gpu_node('gpu-1', taints=[state.quarantine_taint('reset'), other], unschedulable=True)
     assert state.untaint_patch(node) == {'spec': {'taints': [other]}}
+
+
+@pytest.mark.parametrize('value, under', [(value, True) for value in state.IN_PROGRESS + state.HELD] + [
+    (state.DONE, False), (None, False), ('repaired', False)])
+def test_under_remediation_says_so_with_the_state_for_a_node_in_progress_or_held(value, under):
+    labels = {'kubernetes.io/hostname': 'gpu-1'}
+    if value is not None:
+        labels[state.STATE_LABEL] = value
+    words = state.under_remediation(labels)
+    assert bool(words) is under
+    if under:
+        assert words == 'under GPU remediation (accelerators.gpu/gpu-remediation-state=%s)' % value
+    assert state.under_remediation(None) == ''

@@ -53,6 +53,32 @@ def test_phases_of_an_upgrade():
     assert [entry['name'] for entry in back] == ['back', 'cpu', 'validated']
 
 
+REMEDIATION_STATE = 'accelerators.gpu/gpu-remediation-state'
+
+
+def under_remediation(node, state):
+    node['metadata']['labels'][REMEDIATION_STATE] = state
+    return node
+
+
+def test_a_node_under_gpu_remediation_is_left_alone_by_the_pools_waves():
+    found, state = phases(
+        under_remediation(pool_node('quarantined', OLD, OLD, cordoned=True), 'reset-required'),
+        under_remediation(pool_node('held', OLD, OLD, cordoned=True, ready=False), 'rma'),
+        under_remediation(pool_node('remediated', OLD, OLD), 'done'),
+        # Taken by the machine-config operator before its remediation began: the upgrade's, which the remediation
+        # waits for.
+        under_remediation(pool_node('taken', OLD, NEW, state='Working'), 'quarantine-required'),
+        under_remediation(pool_node('upgraded', NEW, NEW, rhcos=RHCOS_418, gpu=False), 'reboot-required'))
+    assert found == {'quarantined': 'remediation', 'held': 'remediation', 'remediated': 'waiting',
+                     'taken': 'moving', 'upgraded': 'done'}
+    assert state['remediation'] == ['held', 'quarantined'] and state['waiting'] == ['remediated']
+    assert state['blocked'] == []  # not refused as a cordoned node would be: reported, and the others move
+    words = dict((entry['name'], entry['remediation']) for entry in state['nodes'])
+    assert words['quarantined'] == 'under GPU remediation (accelerators.gpu/gpu-remediation-state=reset-required)'
+    assert words['remediated'] == ''
+
+
 def test_a_validation_of_another_build_does_not_count():
     earlier = {'from': RHCOS_416, 'to': '417.94.202410211619-0', 'result': 'validated'}
     found, _state = phases(pool_node('n', NEW, NEW, rhcos=RHCOS_418, record=earlier))
@@ -165,6 +191,20 @@ def test_phases_of_a_kernel_upgrade_by_drain_and_reboot():
     assert rebooting['diagnosis'] == 'NotReady (rebooting), runs kernel %s' % OLD_KERNEL
     assert [entry for entry in state['nodes'] if entry['name'] == 'taken'][0]['diagnosis'].endswith(
         'its reboot step never ran')
+
+
+def test_a_node_under_gpu_remediation_is_not_put_in_a_kernel_wave():
+    taken = {'from': OLD_KERNEL, 'to': NEW_KERNEL, 'started': 1.0, 'cordoned': False}
+    found, state = kernel_phases(
+        under_remediation(kernel_node('quarantined', cordoned=True), 'drain-required'),
+        under_remediation(kernel_node('failed', cordoned=True, ready=False), 'failed'),
+        under_remediation(kernel_node('already', kernel=NEW_KERNEL, cordoned=True), 'validation-required'),
+        under_remediation(kernel_node('taken', cordoned=True, record=taken), 'quarantine-required'),
+        kernel_node('waiting'))
+    assert found == {'quarantined': 'remediation', 'failed': 'remediation', 'already': 'done', 'taken': 'moving',
+                     'waiting': 'waiting'}
+    assert state['remediation'] == ['failed', 'quarantined'] and state['waiting'] == ['waiting']
+    assert state['reboot'] == ['taken'] and state['blocked'] == []
 
 
 def test_kernel_records_keep_the_cordon_and_the_reboot_and_labels_follow_as_nfd_writes_them():
