@@ -355,4 +355,3 @@ def test_an_allowed_rollback_in_which_a_nodes_driver_fails_stops_the_line(cluste
     row = [row for row in status["nodes"] if row["node"] == failing][0]
     assert row["driver_upgrade"] == "upgrade-failed" and "does not load" in row["driver_upgrade_failure"], row
     assert not row["ready"]
-
