@@ -37,3 +37,11 @@ def test_a_stopped_clusters_kubeconfig_is_not_reused_and_the_reason_names_its_se
     assert why_not.startswith("no API server answers at %s (" % server), why_not
     assert "connection refused" in why_not.lower(), why_not
     assert seconds < 5, "a refused connection took %.1f s to give up on" % seconds
+
+
+def test_the_ports_of_one_cluster_are_distinct_though_none_is_bound_yet(monkeypatch):
+    # The ports of a cluster are chosen before its servers start: a port chosen once is free still, and a second pick
+    # of it (etcd's peer port and the simulator's Prometheus, in one CI run) left the simulator dead at start.
+    monkeypatch.setattr(controlplane, "SERVER_PORTS", range(20000, 20002))
+    first = controlplane.free_port()
+    assert controlplane.free_port(taken=[first]) == ({20000, 20001} - {first}).pop()

@@ -50,9 +50,12 @@ class ClusterError(RuntimeError):
 SERVER_PORTS = range(20000, 32768)
 
 
-def free_port():
-    """A port on 127.0.0.1 free at the time of asking, below the ephemeral range."""
-    for port in random.sample(SERVER_PORTS, 200):
+def free_port(taken=()):
+    """A port on 127.0.0.1 free at the time of asking, below the ephemeral range, and not one of taken (ports chosen
+    for servers not started yet: nothing holds them, so the bind below would not see them)."""
+    for port in random.sample(SERVER_PORTS, min(200, len(SERVER_PORTS))):
+        if port in taken:
+            continue
         with socket.socket() as sock:
             try:
                 sock.bind(("127.0.0.1", port))
@@ -189,7 +192,9 @@ class ControlPlane:
         write_pki(pki)
         token, automation_token = secrets.token_hex(16), secrets.token_hex(16)
         # prometheus: the simulator's query API of the DCGM exporters' fields (gpu_faults.prometheus_url reads it).
-        ports = {name: free_port() for name in ("etcd", "etcd_peer", "apiserver", "prometheus")}
+        ports = {}
+        for name in ("etcd", "etcd_peer", "apiserver", "prometheus"):
+            ports[name] = free_port(taken=ports.values())
         automation_user = "automation-%d" % ports["apiserver"]
         (pki / "tokens.csv").write_text('%s,admin,admin-uid,"system:masters"\n%s,%s,%s-uid,"system:masters"\n' % (
             token, automation_token, automation_user, automation_user))
@@ -268,6 +273,7 @@ class ControlPlane:
                 sys.executable, "-m", "localcluster.simulator", "--kubeconfig=%s" % components,
                 "--prometheus-port=%d" % ports["prometheus"]],
                 env={"PYTHONPATH": str(TOOLS), "TMPDIR": str(self.state / "tmp")})
+            self._wait_listening(info, "simulator", ports["prometheus"])
         api.wait_default_service_account(client, timeout=60)
         info["startup_seconds"] = round(time.monotonic() - started, 1)
         self._save(info)
@@ -285,6 +291,20 @@ class ControlPlane:
         if proc.poll() is not None:
             raise ClusterError("%s exited at once (code %s): see %s" % (
                 name, proc.returncode, self.state / "logs" / ("%s.log" % name)))
+
+    def _wait_listening(self, info, name, port, timeout=60):
+        """Until process name accepts connections on port: one that dies first (its port taken by another server,
+        say) fails the start naming its log, instead of leaving a cluster without it."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not _alive(info["pids"][name]):
+                raise ClusterError("%s died during start-up: see %s" % (name, self.state / "logs" / ("%s.log" % name)))
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", port)) == 0:
+                    return
+            time.sleep(0.1)
+        raise ClusterError("%s does not listen on 127.0.0.1:%d after %d s: see %s" % (
+            name, port, timeout, self.state / "logs" / ("%s.log" % name)))
 
     def _wait_ready(self, info, server, ca_file, token, timeout=60):
         context = ssl.create_default_context(cafile=str(ca_file))
