@@ -21,7 +21,7 @@ from ..k8s.errors import APIError, TaskError
 from ..k8s.views import NODE_FULL, POD_CELLS
 from ..nodes.facts import node_facts
 from .metrics import FIELDS, HOSTNAME, parse_text, parse_vector
-from .records import DRA_LABEL, dra_gpus, records, summary, unhealthy
+from .records import dra_gpus, in_dra_mode, records, summary, unhealthy
 
 # The stack's DCGM exporter pods, and where they serve their metrics.
 EXPORTER_SELECTOR = 'app.kubernetes.io/managed-by=accelerators.gpu,app.kubernetes.io/component=nvidia-dcgm-exporter'
@@ -107,7 +107,7 @@ def read_health(api, params, nodes, exporter_pods=None, slices=None, every_expor
     its XID; an XID the device plugin ignores (an application error) goes unseen elsewhere."""
     nodes = sorted(nodes, key=lambda node: node['metadata']['name'])
     names = [node['metadata']['name'] for node in nodes]
-    if slices is None and any(((node['metadata'].get('labels') or {}).get(DRA_LABEL) == 'true') for node in nodes):
+    if slices is None and any(in_dra_mode(node) for node in nodes):
         slices = read_slices(api)
     gpus = dra_gpus(slices or [])
     if params.get('prometheus_url'):

@@ -73,13 +73,18 @@ def _int(text):
         return None
 
 
+def in_dra_mode(node):
+    """Whether the node's GPUs are the DRA driver's (its kubelet plugin's deploy label), not the device plugin's."""
+    return ((node.get('metadata') or {}).get('labels') or {}).get(DRA_LABEL) == 'true'
+
+
 def gpu_counts(node, dra_gpus=None):
     """{capacity, allocatable} GPU devices of a Node: nvidia.com/gpu and the MIG devices of the mixed strategy; for a
     node in DRA mode (nvidia.com/gpu.deploy.dra-driver=true), GPU feature discovery's count (else what is published)
     and the GPUs its ResourceSlices publish (dra_gpus: {node: GPUs}, dra_gpus())."""
     metadata = node.get('metadata') or {}
     labels = metadata.get('labels') or {}
-    if labels.get(DRA_LABEL) == 'true':
+    if in_dra_mode(node):
         published = (dra_gpus or {}).get(metadata.get('name'), 0)
         counted = _int(labels.get(GPU_COUNT_LABEL))
         return {'capacity': published if counted is None else counted, 'allocatable': published}
@@ -198,7 +203,7 @@ def records(nodes, samples=None, source='exporter', dra_gpu_counts=None):
             if condition.get('status') == 'True' and is_gpu_condition(condition):
                 faults.extend(condition_faults(condition))
         missing = allocatable_fault(gpus, faults, _int(labels.get(REPLICAS_LABEL)) or 1,
-                                    labels.get(DRA_LABEL) == 'true')
+                                    in_dra_mode(node))
         if missing:
             faults.append(missing)
         action = worst(fault['action'] for fault in faults)

@@ -22,7 +22,7 @@ from ..operands.checks.pods import pod_is_ready
 from ..operands.validation import KEY_ANNOTATION, NODE_ANNOTATION, check_label_selector, validation_plan
 from ..upgrade.gpu_workload_eviction import eviction_plan, evict_until_gone
 from ..health.read import read_slices
-from ..health.records import DRA_LABEL, MIG_PREFIX, dra_gpus, gpu_counts
+from ..health.records import MIG_PREFIX, dra_gpus, gpu_counts, in_dra_mode
 from ..nodes.facts import DEPLOY_LABEL_PREFIX
 from ..nodes.selection import daemonset_schedules_on
 from . import jobs, plan as planning, state
@@ -58,11 +58,6 @@ def node_validation_plan(validation_jobs, keys):
     mine = [job for job in validation_jobs
             if (job['metadata'].get('annotations') or {}).get(NODE_ANNOTATION) in keys]
     return validation_plan(mine, sorted(keys), keys)
-
-
-def in_dra_mode(node):
-    """Whether the node's GPUs are the DRA driver's (its kubelet plugin's deploy label), not the device plugin's."""
-    return ((node.get('metadata') or {}).get('labels') or {}).get(DRA_LABEL) == 'true'
 
 
 def gpus_back(node, slices=()):
